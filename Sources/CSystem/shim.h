@@ -1,0 +1,44 @@
+// POSIX and Linux headers for Linnet. Embedded Swift has no Glibc module, so every
+// product module reaches the system through this one map, in both build modes.
+// Shims exist only for macros Swift cannot import (errno, CMSG, FD bits).
+#ifndef CSYSTEM_SHIM_H
+#define CSYSTEM_SHIM_H
+// No _GNU_SOURCE: with it glibc declares socket addresses as transparent unions that
+// Swift cannot pass a sockaddr pointer to.
+#include <errno.h>
+#include <fcntl.h>
+#include <ifaddrs.h>
+#include <net/if.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <arpa/inet.h>
+#include <poll.h>
+#include <pthread.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <sys/mman.h>
+#include <sys/random.h>
+#include <sys/resource.h>
+#include <sys/signalfd.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/timerfd.h>
+#include <sys/types.h>
+#include <sys/un.h>
+#include <sys/utsname.h>
+#include <termios.h>
+#include <time.h>
+#include <unistd.h>
+#include <math.h>
+
+static inline int csystem_errno(void) { return errno; }
+static inline void csystem_set_errno(int value) { errno = value; }
+static inline int csystem_fcntl_int(int fd, int cmd, int arg) { return fcntl(fd, cmd, arg); }
+static inline int csystem_open(const char *path, int flags, unsigned mode) { return open(path, flags, (mode_t)mode); }
+#endif

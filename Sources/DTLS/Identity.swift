@@ -1,0 +1,159 @@
+/// DTLS: DTLS 1.2 over mbedtls with in-memory I/O (issue 4), and the local identity it
+/// presents: an ECDSA P-256 key and a self-signed certificate whose SHA-256 fingerprint
+/// goes into SDP (RFC 8827 §6.5, RFC 8122).
+///
+/// Design decisions:
+/// - ECDSA P-256, not RSA: cheap to generate on a Pi at every start, and what browsers
+///   and PROTOCOLS.md's peers expect.
+/// - Randomness comes from mbedtls' CTR-DRBG seeded by its entropy collector
+///   (getrandom on Linux); one `CryptoRandom` per identity, no global state.
+import CMbedTLS
+import Wire
+
+/// What mbedtls refused, with the call and its (negative) error code.
+public enum DTLSError: Error, Equatable, Sendable, CustomStringConvertible {
+    case crypto(call: String, code: Int32)
+    /// The peer's certificate does not match any `a=fingerprint` of its SDP.
+    case fingerprintMismatch
+
+    public var description: String {
+        switch self {
+        case .crypto(let call, let code): return "\(call): \(DTLSError.text(code)) (-0x\(String(UInt32(bitPattern: -code), radix: 16)))"
+        case .fingerprintMismatch: return "dtls: peer certificate does not match the SDP fingerprint"
+        }
+    }
+
+    static func text(_ code: Int32) -> String {
+        var buf = [CChar](repeating: 0, count: 160)
+        mbedtls_strerror(code, &buf, buf.count)
+        return stringFromCBuffer(buf)
+    }
+}
+
+@inline(__always)
+func check(_ call: String, _ code: Int32) throws(DTLSError) {
+    if code != 0 { throw .crypto(call: call, code: code) }
+}
+
+/// The mbedtls version, e.g. `mbed TLS 2.28.3`.
+public var mbedtlsVersion: String {
+    var buf = [CChar](repeating: 0, count: 32)
+    mbedtls_version_get_string_full(&buf)
+    return stringFromCBuffer(buf)
+}
+
+/// A CTR-DRBG seeded from the system's entropy, for key generation and handshakes.
+public final class CryptoRandom {
+    let entropy: UnsafeMutablePointer<mbedtls_entropy_context>
+    let drbg: UnsafeMutablePointer<mbedtls_ctr_drbg_context>
+
+    public init(personalization: String = "linnet") throws(DTLSError) {
+        entropy = .allocate(capacity: 1)
+        drbg = .allocate(capacity: 1)
+        mbedtls_entropy_init(entropy)
+        mbedtls_ctr_drbg_init(drbg)
+        let custom = Array(personalization.utf8)
+        let r = mbedtls_ctr_drbg_seed(drbg, mbedtls_entropy_func, entropy, custom, custom.count)
+        if r != 0 {
+            mbedtls_ctr_drbg_free(drbg); mbedtls_entropy_free(entropy)
+            drbg.deallocate(); entropy.deallocate()
+            throw .crypto(call: "mbedtls_ctr_drbg_seed", code: r)
+        }
+    }
+
+    deinit {
+        mbedtls_ctr_drbg_free(drbg)
+        mbedtls_entropy_free(entropy)
+        drbg.deallocate()
+        entropy.deallocate()
+    }
+
+    /// `count` random bytes.
+    public func bytes(_ count: Int) throws(DTLSError) -> [UInt8] {
+        var out = [UInt8](repeating: 0, count: count)
+        try check("mbedtls_ctr_drbg_random", mbedtls_ctr_drbg_random(drbg, &out, count))
+        return out
+    }
+}
+
+/// SHA-256 of `bytes`.
+public func sha256(_ bytes: UnsafeRawBufferPointer) -> [UInt8] {
+    var out = [UInt8](repeating: 0, count: 32)
+    _ = mbedtls_sha256_ret(bytes.baseAddress?.assumingMemoryBound(to: UInt8.self), bytes.count, &out, 0)
+    return out
+}
+
+/// Our DTLS identity: a P-256 key pair and a self-signed X.509 certificate for it.
+public final class Identity {
+    let key: UnsafeMutablePointer<mbedtls_pk_context>
+    /// The certificate, DER-encoded.
+    public let certificateDER: [UInt8]
+    /// SHA-256 of `certificateDER`: what `a=fingerprint:sha-256` carries.
+    public let fingerprint: [UInt8]
+
+    /// Generates a fresh key and certificate (`CN=linnet`, serial random, valid
+    /// 2025–2035: WebRTC peers check the fingerprint, not the dates).
+    public init(random: CryptoRandom, commonName: String = "linnet") throws(DTLSError) {
+        key = .allocate(capacity: 1)
+        mbedtls_pk_init(key)
+        var crt = mbedtls_x509write_cert()
+        mbedtls_x509write_crt_init(&crt)
+        var serial = mbedtls_mpi()
+        mbedtls_mpi_init(&serial)
+        defer {
+            mbedtls_x509write_crt_free(&crt)
+            mbedtls_mpi_free(&serial)
+        }
+        do throws(DTLSError) {
+            try check("mbedtls_pk_setup", mbedtls_pk_setup(key, mbedtls_pk_info_from_type(MBEDTLS_PK_ECKEY)))
+            try check("mbedtls_ecp_gen_key", mbedtls_ecp_gen_key(MBEDTLS_ECP_DP_SECP256R1, mbedtls_pk_ec(key.pointee), mbedtls_ctr_drbg_random, random.drbg))
+            var serialBytes = try random.bytes(8)
+            serialBytes[0] &= 0x7F  // a positive INTEGER (RFC 5280 §4.1.2.2)
+            try check("mbedtls_mpi_read_binary", mbedtls_mpi_read_binary(&serial, serialBytes, serialBytes.count))
+            mbedtls_x509write_crt_set_version(&crt, MBEDTLS_X509_CRT_VERSION_3)
+            mbedtls_x509write_crt_set_md_alg(&crt, MBEDTLS_MD_SHA256)
+            mbedtls_x509write_crt_set_subject_key(&crt, key)
+            mbedtls_x509write_crt_set_issuer_key(&crt, key)
+            let name = "CN=" + commonName
+            try check("mbedtls_x509write_crt_set_subject_name", mbedtls_x509write_crt_set_subject_name(&crt, name))
+            try check("mbedtls_x509write_crt_set_issuer_name", mbedtls_x509write_crt_set_issuer_name(&crt, name))
+            try check("mbedtls_x509write_crt_set_serial", mbedtls_x509write_crt_set_serial(&crt, &serial))
+            try check("mbedtls_x509write_crt_set_validity", mbedtls_x509write_crt_set_validity(&crt, "20250101000000", "20351231235959"))
+            var buffer = [UInt8](repeating: 0, count: 1024)
+            let n = mbedtls_x509write_crt_der(&crt, &buffer, buffer.count, mbedtls_ctr_drbg_random, random.drbg)
+            guard n > 0 else { throw DTLSError.crypto(call: "mbedtls_x509write_crt_der", code: n) }
+            // mbedtls writes the DER at the end of the buffer.
+            certificateDER = Array(buffer[(buffer.count - Int(n))...])
+            fingerprint = certificateDER.withUnsafeBytes { sha256($0) }
+        } catch {
+            mbedtls_pk_free(key)
+            key.deallocate()
+            throw error
+        }
+    }
+
+    deinit {
+        mbedtls_pk_free(key)
+        key.deallocate()
+    }
+
+    /// `AB:CD:…`, as in `a=fingerprint:sha-256 AB:CD:…`.
+    public var fingerprintText: String { Hex.fingerprint(fingerprint) }
+}
+
+/// Checks that `der` is a well-formed X.509 certificate whose signature verifies with
+/// its own public key (what a self-signed certificate must satisfy). Returns the SHA-256
+/// fingerprint of the DER on success.
+public func verifySelfSigned(_ der: [UInt8]) throws(DTLSError) -> [UInt8] {
+    var crt = mbedtls_x509_crt()
+    mbedtls_x509_crt_init(&crt)
+    defer { mbedtls_x509_crt_free(&crt) }
+    try check("mbedtls_x509_crt_parse_der", mbedtls_x509_crt_parse_der(&crt, der, der.count))
+    guard let info = mbedtls_md_info_from_type(crt.sig_md) else {
+        throw .crypto(call: "mbedtls_md_info_from_type", code: MBEDTLS_ERR_X509_UNKNOWN_SIG_ALG)
+    }
+    var hash = [UInt8](repeating: 0, count: Int(mbedtls_md_get_size(info)))
+    try check("mbedtls_md", mbedtls_md(info, crt.tbs.p, crt.tbs.len, &hash))
+    try check("mbedtls_pk_verify", mbedtls_pk_verify(&crt.pk, crt.sig_md, hash, hash.count, crt.sig.p, crt.sig.len))
+    return der.withUnsafeBytes { sha256($0) }
+}

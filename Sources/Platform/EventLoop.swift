@@ -1,0 +1,209 @@
+import CSystem
+import Wire
+
+/// A counter the kernel can poll: one thread (a real-time audio thread, a signal) calls
+/// `signal()`, the loop sees the descriptor readable and calls `drain()`.
+///
+/// `signal()` is a single `write(2)` of eight bytes and is safe on a real-time thread
+/// (ARCHITECTURE.md "Threads": the one syscall besides ALSA's they may make).
+public final class EventFD {
+    public let fd: Int32
+
+    public init() throws(SystemError) {
+        fd = try sys("eventfd") { eventfd(0, Int32(EFD_NONBLOCK | EFD_CLOEXEC)) }
+    }
+
+    deinit { closeDescriptor(fd) }
+
+    @inline(__always)
+    public func signal() {
+        var one: UInt64 = 1
+        _ = write(fd, &one, 8)
+    }
+
+    /// Reads and resets the counter; returns how many signals were pending.
+    @discardableResult
+    public func drain() -> UInt64 {
+        var value: UInt64 = 0
+        let n = read(fd, &value, 8)
+        return n == 8 ? value : 0
+    }
+}
+
+/// The one loop of the process: `poll(2)` over registered descriptors, a timerfd armed
+/// to the earliest timer, and an eventfd for wake-ups from other threads.
+///
+/// Drive contract for the sans-IO cores it serves: on readable input call the core's
+/// `handleInput`, at its deadline `handleTimeout`, and after either drain its
+/// `pollOutput()` until it returns `.timeout`, then `schedule` that deadline here.
+///
+/// Not thread-safe except `wake()`: everything else runs on the loop's thread.
+public final class EventLoop {
+    public typealias Handler = (_ revents: Int16) -> Void
+
+    public struct SourceID: Hashable, Sendable { let raw: Int }
+    public struct TimerID: Hashable, Sendable { let raw: Int }
+
+    struct Source {
+        let id: Int
+        let fd: Int32
+        var events: Int16
+        let handler: Handler
+    }
+
+    struct Timer {
+        let id: Int
+        let deadline: Instant
+        let handler: () -> Void
+    }
+
+    private var sources: [Source] = []
+    private var timers: [Timer] = []
+    private var nextID = 1
+    private let timerFD: Int32
+    private let wakeEvent: EventFD
+    private var armedDeadline: Instant? = nil
+    private var stopping = false
+    /// Times the loop has turned (returned from poll and dispatched); the watchdog
+    /// reads it to know the loop is alive.
+    public private(set) var turns: UInt64 = 0
+
+    public init() throws(SystemError) {
+        timerFD = try sys("timerfd_create") { timerfd_create(CLOCK_MONOTONIC, Int32(TFD_NONBLOCK | TFD_CLOEXEC)) }
+        do throws(SystemError) {
+            wakeEvent = try EventFD()
+        } catch {
+            closeDescriptor(timerFD)
+            throw error
+        }
+    }
+
+    deinit { closeDescriptor(timerFD) }
+
+    public var now: Instant { MonotonicClock.now() }
+
+    /// Calls `handler` with the returned events whenever `fd` polls with any of `events`
+    /// (`POLLIN`, `POLLOUT`, …). Errors and hang-ups are always reported.
+    @discardableResult
+    public func watch(fd: Int32, events: Int16 = Int16(POLLIN), _ handler: @escaping Handler) -> SourceID {
+        let id = nextID
+        nextID += 1
+        sources.append(Source(id: id, fd: fd, events: events, handler: handler))
+        return SourceID(raw: id)
+    }
+
+    /// Changes the events watched for a source (e.g. add `POLLOUT` while a send is queued).
+    public func update(_ source: SourceID, events: Int16) {
+        if let i = sources.firstIndex(where: { $0.id == source.raw }) { sources[i].events = events }
+    }
+
+    public func unwatch(_ source: SourceID) {
+        sources.removeAll { $0.id == source.raw }
+    }
+
+    /// Runs `handler` once, on the loop, at or after `deadline` (monotonic).
+    @discardableResult
+    public func schedule(at deadline: Instant, _ handler: @escaping () -> Void) -> TimerID {
+        let id = nextID
+        nextID += 1
+        timers.append(Timer(id: id, deadline: deadline, handler: handler))
+        return TimerID(raw: id)
+    }
+
+    @discardableResult
+    public func schedule(after delay: Duration, _ handler: @escaping () -> Void) -> TimerID {
+        schedule(at: now + delay, handler)
+    }
+
+    public func cancel(_ timer: TimerID) {
+        timers.removeAll { $0.id == timer.raw }
+    }
+
+    public var pendingTimers: Int { timers.count }
+
+    /// Wakes a `poll` in progress; callable from any thread.
+    public func wake() { wakeEvent.signal() }
+
+    /// Makes `run()` return after the current turn.
+    public func stop() {
+        stopping = true
+        wake()
+    }
+
+    /// Turns until `stop()` is called.
+    public func run() throws(SystemError) {
+        stopping = false
+        while !stopping {
+            try runOnce()
+        }
+    }
+
+    /// One turn: waits (at most `maxWait`, nil = until something happens) for a
+    /// descriptor or the earliest timer, then dispatches what is ready. Due timers fire
+    /// in deadline order.
+    public func runOnce(maxWait: Duration? = nil) throws(SystemError) {
+        try armTimer()
+        var fds = [pollfd]()
+        fds.reserveCapacity(sources.count + 2)
+        fds.append(pollfd(fd: timerFD, events: Int16(POLLIN), revents: 0))
+        fds.append(pollfd(fd: wakeEvent.fd, events: Int16(POLLIN), revents: 0))
+        for s in sources { fds.append(pollfd(fd: s.fd, events: s.events, revents: 0)) }
+        let ids = sources.map { $0.id }
+        var timeoutMS: Int32 = -1
+        if let w = maxWait { timeoutMS = Int32(clamping: max(0, (w.nanoseconds + 999_999) / 1_000_000)) }
+        let ready = try fds.withUnsafeMutableBufferPointer { (p: inout UnsafeMutableBufferPointer<pollfd>) throws(SystemError) -> Int32 in
+            do throws(SystemError) {
+                return try sys("poll") { poll(p.baseAddress, nfds_t(p.count), timeoutMS) }
+            } catch {
+                // A signal interrupting poll is not an error: just turn again.
+                if error.code == EINTR { return 0 }
+                throw error
+            }
+        }
+        turns &+= 1
+        if fds[1].revents != 0 { wakeEvent.drain() }
+        if fds[0].revents != 0 {
+            var expirations: UInt64 = 0
+            _ = read(timerFD, &expirations, 8)
+            armedDeadline = nil
+        }
+        fireDueTimers()
+        guard ready > 0 else { return }
+        for (k, id) in ids.enumerated() {
+            let revents = fds[k + 2].revents
+            guard revents != 0 else { continue }
+            // A handler may have removed this source (or others) meanwhile.
+            guard let s = sources.first(where: { $0.id == id }) else { continue }
+            s.handler(revents)
+        }
+    }
+
+    private func fireDueTimers() {
+        let t = now
+        var due = timers.filter { $0.deadline <= t }
+        guard !due.isEmpty else { return }
+        timers.removeAll { $0.deadline <= t }
+        due.sort { $0.deadline < $1.deadline }
+        for timer in due { timer.handler() }
+    }
+
+    private func armTimer() throws(SystemError) {
+        guard let earliest = timers.min(by: { $0.deadline < $1.deadline })?.deadline else {
+            if armedDeadline != nil {
+                var off = itimerspec()
+                _ = try sys("timerfd_settime") { timerfd_settime(timerFD, 0, &off, nil) }
+                armedDeadline = nil
+            }
+            return
+        }
+        if armedDeadline == earliest { return }
+        // An absolute deadline already past still fires at once: clamp to 1 ns, since
+        // an all-zero it_value would disarm the timer instead.
+        let ns = max(earliest.nanoseconds, 1)
+        var spec = itimerspec()
+        spec.it_value.tv_sec = time_t(ns / 1_000_000_000)
+        spec.it_value.tv_nsec = Int(ns % 1_000_000_000)
+        _ = try sys("timerfd_settime") { timerfd_settime(timerFD, Int32(TFD_TIMER_ABSTIME), &spec, nil) }
+        armedDeadline = earliest
+    }
+}

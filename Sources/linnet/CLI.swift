@@ -1,0 +1,119 @@
+// The command line of ../shared/design/CLI.md: dispatch and help. Wiring only; the
+// work lives in the modules.
+import Platform
+import Codec
+import SRTP
+import DTLS
+import Devices
+
+/// Exit statuses (sysexits.h), as CLI.md fixes them.
+enum ExitStatus: Int32 {
+    case ok = 0
+    case usage = 64
+    case dataError = 65
+    case unavailable = 69
+    case software = 70
+    case config = 78
+}
+
+let linnetVersion = "0.1.0"
+
+#if hasFeature(Embedded)
+let buildMode = "embedded"
+#else
+let buildMode = "full"
+#endif
+
+#if arch(arm64)
+let buildArch = "aarch64"
+#elseif arch(x86_64)
+let buildArch = "x86_64"
+#else
+let buildArch = "unknown"
+#endif
+
+struct Command: Sendable {
+    let name: String
+    let synopsis: String
+    let help: String
+    /// Nil while the command is not built yet.
+    let run: (@Sendable ([String]) -> ExitStatus)?
+}
+
+enum CLI {
+    static let commands: [Command] = [
+        Command(name: "run", synopsis: "run [options]", help: "The voice agent; what systemd starts.", run: nil),
+        Command(name: "demo", synopsis: "demo [--seconds N]", help: "A whole call on this machine with a built-in answerer on loopback.", run: nil),
+        Command(name: "answer", synopsis: "answer --listen HOST:PORT [--mode echo|tone|file]", help: "Answer offers on the backend and WHIP routes.", run: nil),
+        Command(name: "audio", synopsis: "audio --input F.wav --output F.wav [hook options]", help: "The audio pipeline with no network.", run: nil),
+        Command(name: "devices", synopsis: "devices", help: "Capture and playback devices, GPIO chips and lines.", run: nil),
+        Command(name: "check", synopsis: "check [options]", help: "Config, devices and backend reachability, one line each.", run: nil),
+        Command(name: "selftest", synopsis: "selftest", help: """
+            In-process checks of every C library and core module: CRC vectors, Opus
+            encode/decode of a tone (frequency checked), an SRTP round trip with tamper and
+            replay rejection, an ECDSA P-256 certificate and its fingerprint, ALSA's null PCM,
+            libgpiod. Exits 0 when all pass, 70 otherwise.
+            """, run: { _ in SelfTest.run() }),
+        Command(name: "version", synopsis: "version | --version", help: "Version, build mode and library versions.", run: { _ in printVersion() }),
+        Command(name: "help", synopsis: "help [COMMAND] | --help", help: "This help, or one command's.", run: { args in printHelp(args.first) }),
+    ]
+
+    static func main(_ argv: [String]) -> ExitStatus {
+        var args = Array(argv.dropFirst())
+        guard let first = args.first else {
+            _ = printHelp(nil)
+            return .usage
+        }
+        args.removeFirst()
+        let name: String
+        switch first {
+        case "--version", "-V": name = "version"
+        case "--help", "-h": name = "help"
+        default: name = first
+        }
+        guard let command = commands.first(where: { $0.name == name }) else {
+            Log.error("unknown command '\(first)'; 'linnet help' lists the commands")
+            return .usage
+        }
+        if args.contains("--help") || args.contains("-h") {
+            return printHelp(name)
+        }
+        guard let run = command.run else {
+            Log.error("'\(name)' is not in this build yet (version \(linnetVersion)); this build has: selftest, version, help")
+            return .usage
+        }
+        return run(args)
+    }
+
+    static func printVersion() -> ExitStatus {
+        writeOut("""
+            linnet \(linnetVersion) (\(buildMode) Swift, \(buildArch))
+            opus     \(opusVersion)
+            alsa     \(alsaVersion)
+            srtp     \(srtpVersion)
+            mbedtls  \(mbedtlsVersion)
+            gpiod    \(gpiodVersion)
+
+            """)
+        return .ok
+    }
+
+    static func printHelp(_ topic: String?) -> ExitStatus {
+        if let topic {
+            guard let c = commands.first(where: { $0.name == topic }) else {
+                Log.error("no help for '\(topic)': unknown command")
+                return .usage
+            }
+            writeOut("usage: linnet \(c.synopsis)\n\n\(c.help)\n")
+            return .ok
+        }
+        var text = "linnet \(linnetVersion): a voice agent for Linux single-board computers\n\nusage:\n"
+        for c in commands {
+            let padded = c.synopsis + String(repeating: " ", count: max(1, 50 - c.synopsis.count))
+            text += "  linnet " + padded + (c.run == nil ? "(not in this build yet)" : "") + "\n"
+        }
+        text += "\n'linnet help COMMAND' tells more. Exit status: 0 ok, 64 usage, 65 bad data,\n69 service or device unavailable, 70 internal error, 78 configuration error.\n"
+        writeOut(text)
+        return .ok
+    }
+}

@@ -1,0 +1,40 @@
+#!/usr/bin/env bash
+# Builds libsrtp 2.5 from Debian's source package as a static library whose crypto is
+# mbedtls (the library Linnet already links for DTLS), for one architecture.
+#
+# Why: Debian's libsrtp2.a is built on NSS, which has no static form, so the release
+# binary could not stay free of NSS. Built against mbedtls, libsrtp adds no dependency
+# and shares AES and HMAC-SHA1 with DTLS. AES_CM_128_HMAC_SHA1_80 output is
+# byte-identical across libsrtp's crypto back ends (checked by the RFC 3711 vectors
+# in the tests and by `linnet selftest`).
+#
+# usage: scripts/build-libsrtp.sh host|arm64   → build/third_party/<arch>/{include,lib}
+set -euo pipefail
+arch=${1:?usage: build-libsrtp.sh host|arm64}
+top=$(cd "$(dirname "$0")/.." && pwd)
+out=$top/build/third_party/$arch
+[ -f "$out/lib/libsrtp2.a" ] && exit 0
+src=$top/build/third_party/src
+mkdir -p "$src"
+if [ ! -d "$src/libsrtp2-2.5.0" ]; then
+  (cd "$src" && apt-get source --download-only libsrtp2=2.5.0-3 >/dev/null 2>&1 || apt-get source --download-only libsrtp2 >/dev/null)
+  (cd "$src" && dpkg-source -x --skip-patches libsrtp2_2.5.0*.dsc libsrtp2-2.5.0 >/dev/null)
+fi
+bld=$top/build/third_party/build-$arch
+rm -rf "$bld"; mkdir -p "$bld"
+extra=()
+if [ "$arch" = arm64 ]; then
+  extra=(-DCMAKE_SYSTEM_NAME=Linux -DCMAKE_SYSTEM_PROCESSOR=aarch64
+         -DCMAKE_C_COMPILER=aarch64-linux-gnu-gcc
+         -DMBEDTLS_LIBRARY=/usr/lib/aarch64-linux-gnu/libmbedtls.a
+         -DMBEDX509_LIBRARY=/usr/lib/aarch64-linux-gnu/libmbedx509.a
+         -DMBEDCRYPTO_LIBRARY=/usr/lib/aarch64-linux-gnu/libmbedcrypto.a
+         -DMBEDTLS_INCLUDE_DIRS=/usr/include)
+fi
+cmake -S "$src/libsrtp2-2.5.0" -B "$bld" -DCMAKE_BUILD_TYPE=MinSizeRel \
+  -DENABLE_MBEDTLS=ON -DBUILD_SHARED_LIBS=OFF -DLIBSRTP_TEST_APPS=OFF \
+  -DCMAKE_POSITION_INDEPENDENT_CODE=ON -DCMAKE_C_FLAGS="-ffunction-sections -fdata-sections" \
+  -DCMAKE_INSTALL_PREFIX="$out" "${extra[@]}" >"$bld.log" 2>&1 || { cat "$bld.log"; exit 1; }
+cmake --build "$bld" -j"$(nproc)" >>"$bld.log" 2>&1 || { tail -40 "$bld.log"; exit 1; }
+cmake --install "$bld" >>"$bld.log" 2>&1
+echo "libsrtp2 (mbedtls crypto) for $arch → $out"
