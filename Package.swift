@@ -25,23 +25,39 @@ let package = Package(
         cLibrary("CMbedTLS", apt: "libmbedtls-dev"),
         cLibrary("CGPIOD", pkgConfig: "libgpiod", apt: "libgpiod-dev"),
 
-        // Pure modules: no I/O, time comes in as an argument.
+        // Pure modules: no I/O, no clock; time comes in as an argument.
         .target(name: "Wire"),
-        .target(name: "Codec", dependencies: ["COpus"]),
-        .target(name: "SRTP", dependencies: ["CSRTP"]),
+        .target(name: "JSON", dependencies: ["Wire"]),
+        .target(name: "SDP", dependencies: ["Wire"]),
+        .target(name: "ICE", dependencies: ["Wire", "CMbedTLS"]),
         .target(name: "DTLS", dependencies: ["Wire", "CMbedTLS"]),
+        .target(name: "SRTP", dependencies: ["Wire", "CSRTP"]),
+        .target(name: "RTP", dependencies: ["Wire"]),
+        .target(name: "SCTP", dependencies: ["Wire"]),
+        .target(name: "Peer", dependencies: ["Wire", "SDP", "ICE", "DTLS", "SRTP", "RTP", "SCTP"]),
+        .target(name: "Audio", dependencies: ["Wire"]),
+        .target(name: "Codec", dependencies: ["COpus"]),
+        .target(name: "Signaling", dependencies: ["Wire", "JSON", "SDP", "CMbedTLS"]),
+        .target(name: "Agent", dependencies: ["Wire", "Peer", "Signaling", "Audio", "JSON"]),
 
-        // IO modules.
+        // IO modules: the only ones that touch the system (with the executable).
         .target(name: "Platform", dependencies: ["Wire", "CSystem"]),
-        .target(name: "Devices", dependencies: ["CALSA", "CGPIOD", "CSystem"]),
+        .target(name: "Devices", dependencies: ["Wire", "Audio", "Platform", "CALSA", "CGPIOD", "CSystem"]),
 
         // The executable: CLI and wiring only.
-        .executableTarget(name: "linnet", dependencies: ["Wire", "Platform", "Codec", "SRTP", "DTLS", "Devices", "CSystem"],
+        .executableTarget(name: "linnet",
+                          dependencies: ["Wire", "JSON", "SDP", "ICE", "DTLS", "SRTP", "RTP", "SCTP", "Peer",
+                                         "Audio", "Codec", "Signaling", "Agent", "Platform", "Devices", "CSystem"],
                           linkerSettings: [.linkedLibrary("m")]),
 
+        // One test target per module.
         .testTarget(name: "WireTests", dependencies: ["Wire"]),
         .testTarget(name: "PlatformTests", dependencies: ["Platform", "Wire", "CSystem"]),
-        .testTarget(name: "CLibraryTests", dependencies: ["Codec", "SRTP", "DTLS", "Devices", "Wire"]),
+        .testTarget(name: "CodecTests", dependencies: ["Codec", "Wire"]),
+        .testTarget(name: "SRTPTests", dependencies: ["SRTP", "Wire", "CMbedTLS"]),
+        .testTarget(name: "DTLSTests", dependencies: ["DTLS", "Wire", "CMbedTLS"]),
+        .testTarget(name: "DevicesTests", dependencies: ["Devices", "Wire"]),
+        .testTarget(name: "CLITests", dependencies: ["linnet"]),
     ],
     swiftLanguageModes: [.v6]
 )

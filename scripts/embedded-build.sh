@@ -1,0 +1,93 @@
+#!/usr/bin/env bash
+# The Embedded Swift release build: every product module of Package.swift compiled with
+# `-enable-experimental-feature Embedded -wmo -Osize`, one module at a time in
+# dependency order, then linked by gcc against glibc and the static C libraries.
+# The result needs no Swift runtime: its only dynamic dependencies are libc, libm,
+# libasound and the loader.
+#
+# usage: scripts/embedded-build.sh host|arm64 [extra swiftc flags…]
+#   → build/<arch>/linnet (unstripped) and build/<arch>/linnet.stripped
+# BUILD_DIR overrides build/ (helpers building side by side).
+set -euo pipefail
+arch=${1:?usage: embedded-build.sh host|arm64 [swiftc flags]}
+shift
+top=$(cd "$(dirname "$0")/.." && pwd)
+cd "$top"
+build=${BUILD_DIR:-$top/build}
+out=$build/$arch
+srtp=$top/build/third_party/$arch
+
+case "$arch" in
+  host)
+    target=x86_64-unknown-linux-gnu
+    cc=gcc; strip=strip
+    libdir=/usr/lib/x86_64-linux-gnu
+    cflags=()
+    ;;
+  arm64)
+    # The toolchain ships an Embedded stdlib for aarch64-none-none-elf; glibc and the
+    # Debian multiarch libraries provide the Linux side, so clang is told it is Linux.
+    target=aarch64-none-none-elf
+    cc=aarch64-linux-gnu-gcc; strip=aarch64-linux-gnu-strip
+    libdir=/usr/lib/aarch64-linux-gnu
+    cflags=(-Xcc -isystem -Xcc /usr/aarch64-linux-gnu/include -Xcc -isystem -Xcc /usr/include
+            -Xcc -D__linux__ -Xcc -D__unix__ -Xcc -D__aarch64__ -Xcc -D__gnu_linux__)
+    ;;
+  *) echo "unknown architecture '$arch' (host or arm64)" >&2; exit 64 ;;
+esac
+
+scripts/build-libsrtp.sh "$arch"
+
+swiftc=$(command -v swiftc)
+toolchain=$(cd "$(dirname "$swiftc")/.." && pwd)
+embedded_lib=$toolchain/lib/swift/embedded/$target
+
+# Product modules in dependency order, read from Package.swift itself so the two
+# builds cannot drift apart.
+mapfile -t modules < <(swift package dump-package | python3 -c '
+import json, sys
+pkg = json.load(sys.stdin)
+targets = {t["name"]: t for t in pkg["targets"] if t["type"] in ("regular", "executable")}
+def deps(t):
+    out = []
+    for d in t["dependencies"]:
+        for kind in ("byName", "target"):
+            if kind in d:
+                out.append(d[kind][0])
+    return [d for d in out if d in targets]
+order, seen = [], set()
+def visit(n):
+    if n in seen: return
+    seen.add(n)
+    for d in deps(targets[n]): visit(d)
+    order.append(n)
+for n in sorted(targets): visit(n)
+for n in order: print(n, targets[n]["type"])
+')
+
+includes=()
+for c in Sources/C*/module.modulemap; do includes+=(-I "$(dirname "$c")"); done
+
+mkdir -p "$out/modules" "$out/obj"
+rm -f "$out"/obj/*.o
+for line in "${modules[@]}"; do
+  name=${line% *}; kind=${line#* }
+  mapfile -t files < <(find "Sources/$name" -name '*.swift' | sort)
+  emit=(-emit-module -emit-module-path "$out/modules/$name.swiftmodule")
+  [ "$kind" = executable ] && emit=()
+  "$swiftc" -target "$target" -enable-experimental-feature Embedded -wmo -Osize \
+    -parse-as-library -module-name "$name" -swift-version 6 -warnings-as-errors \
+    -Xfrontend -function-sections \
+    -I "$out/modules" "${includes[@]}" -Xcc -I -Xcc "$srtp/include" "${cflags[@]}" "$@" \
+    "${emit[@]}" -c "${files[@]}" -o "$out/obj/$name.o"
+done
+
+# Static C libraries first (libsrtp before mbedtls, whose AES and HMAC it uses),
+# ALSA dynamically: its plugins are loaded at run time and Debian ships no libasound.a.
+"$cc" -o "$out/linnet" "$out"/obj/*.o \
+  "$srtp/lib/libsrtp2.a" "$libdir/libopus.a" "$libdir/libgpiod.a" \
+  "$libdir/libmbedtls.a" "$libdir/libmbedx509.a" "$libdir/libmbedcrypto.a" \
+  -lasound -lm -L"$embedded_lib" -lswiftUnicodeDataTables \
+  -Wl,--gc-sections -Wl,--as-needed
+"$strip" -o "$out/linnet.stripped" "$out/linnet"
+echo "built $out/linnet ($(stat -c %s "$out/linnet.stripped") bytes stripped)"
