@@ -6,7 +6,9 @@ import Wire
 ///
 /// `signal()` is a single `write(2)` of eight bytes and is safe on a real-time thread
 /// (ARCHITECTURE.md "Threads": the one syscall besides ALSA's they may make).
-public final class EventFD {
+/// Sendable: its one stored property is immutable and eventfd reads and writes are
+/// atomic in the kernel, so any thread may signal it.
+public final class EventFD: @unchecked Sendable {
     public let fd: Int32
 
     public init() throws(SystemError) {

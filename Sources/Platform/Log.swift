@@ -7,7 +7,8 @@ public enum LogLevel: Int32, Comparable, Sendable {
     case info = 6
     case debug = 7
 
-    public static func < (a: LogLevel, b: LogLevel) -> Bool { a.rawValue > b.rawValue }
+    /// Ordered by verbosity: error < warning < info < debug.
+    public static func < (a: LogLevel, b: LogLevel) -> Bool { a.rawValue < b.rawValue }
 
     /// Parses the `--log-level` spellings (`error`, `warn`/`warning`, `info`, `debug`).
     public init?(name: String) {

@@ -1,0 +1,64 @@
+import Testing
+import Foundation
+
+/// Runs the built `linnet` executable (the full-Swift one beside the test bundle) as a
+/// user would, and checks its output and exit status against CLI.md.
+struct Linnet {
+    static var executable: URL {
+        var dir = URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent()
+        while !FileManager.default.fileExists(atPath: dir.appendingPathComponent("linnet").path), dir.path != "/" {
+            dir = dir.deletingLastPathComponent()
+        }
+        return dir.appendingPathComponent("linnet")
+    }
+
+    static func run(_ arguments: [String]) throws -> (status: Int32, out: String, err: String) {
+        let p = Process()
+        p.executableURL = executable
+        p.arguments = arguments
+        let out = Pipe(), err = Pipe()
+        p.standardOutput = out
+        p.standardError = err
+        try p.run()
+        let o = out.fileHandleForReading.readDataToEndOfFile()
+        let e = err.fileHandleForReading.readDataToEndOfFile()
+        p.waitUntilExit()
+        return (p.terminationStatus, String(decoding: o, as: UTF8.self), String(decoding: e, as: UTF8.self))
+    }
+}
+
+@Suite struct CLITests {
+    @Test func version() throws {
+        let r = try Linnet.run(["version"])
+        #expect(r.status == 0)
+        #expect(r.out.hasPrefix("linnet 0."))
+        for library in ["opus", "alsa", "srtp", "mbedtls", "gpiod"] {
+            #expect(r.out.contains("\n\(library) "), "\(library) missing from version")
+        }
+        #expect(try Linnet.run(["--version"]).out == r.out)
+    }
+
+    @Test func helpListsEveryCommandOfCLImd() throws {
+        let r = try Linnet.run(["help"])
+        #expect(r.status == 0)
+        for command in ["run", "demo", "answer", "audio", "devices", "check", "selftest", "version", "help"] {
+            #expect(r.out.contains("linnet \(command)"), "\(command)")
+        }
+        let one = try Linnet.run(["help", "selftest"])
+        #expect(one.status == 0 && one.out.hasPrefix("usage: linnet selftest"))
+    }
+
+    @Test func usageErrorsExit64() throws {
+        let unknown = try Linnet.run(["frobnicate"])
+        #expect(unknown.status == 64)
+        #expect(unknown.err.contains("unknown command 'frobnicate'"))
+        #expect(try Linnet.run([]).status == 64)
+        #expect(try Linnet.run(["help", "nope"]).status == 64)
+    }
+
+    @Test func selftestPasses() throws {
+        let r = try Linnet.run(["selftest"])
+        #expect(r.status == 0, "\(r.out)\(r.err)")
+        #expect(r.out.contains("selftest: 7 passed, 0 failed"))
+    }
+}
