@@ -1,0 +1,52 @@
+# Linnet: one task per target (README lists them).
+SHELL := /bin/bash
+export PATH := $(PATH):/opt/swift/usr/bin
+QEMU := qemu-aarch64-static -L /usr/aarch64-linux-gnu
+
+.PHONY: setup deps build test release arm64 qemu-check size bench clean
+
+## setup: install every Debian package the builds and tests need (idempotent)
+setup:
+	scripts/setup.sh
+
+# Every build checks its packages first (a second or so when all are there), so the
+# README's commands work on a fresh machine as they stand.
+deps:
+	@scripts/setup.sh >/dev/null
+
+## build: the full-Swift debug build (.build/debug/linnet)
+build: deps
+	swift build -Xswiftc -warnings-as-errors
+
+## test: the whole test suite, full Swift, warnings as errors
+test: deps
+	swift build --build-tests -Xswiftc -warnings-as-errors
+	swift test --skip-build
+
+## release: the Embedded Swift build for this machine → build/host/linnet
+release: deps
+	scripts/embedded-build.sh host $(SWIFTFLAGS)
+	scripts/check-needed.sh build/host/linnet
+
+## arm64: the Embedded Swift cross build for aarch64 → build/arm64/linnet
+arm64: deps
+	scripts/embedded-build.sh arm64 $(SWIFTFLAGS)
+	scripts/check-needed.sh build/arm64/linnet
+
+## qemu-check: the arm64 binary's selftest under qemu-user
+qemu-check: build/arm64/linnet
+	$(QEMU) build/arm64/linnet selftest
+
+build/arm64/linnet:
+	$(MAKE) arm64
+
+## size: stripped arm64 size and its dynamic dependencies
+size: build/arm64/linnet
+	@echo "BENCH arm64_stripped_bytes $$(stat -c %s build/arm64/linnet.stripped) bytes"
+	@echo "NEEDED: $$(readelf -d build/arm64/linnet | sed -n 's/.*(NEEDED).*\[\(.*\)\]/\1/p' | tr '\n' ' ')"
+
+## bench: every figure, one BENCH line each
+bench: size
+
+clean:
+	rm -rf .build build
