@@ -44,6 +44,7 @@ build/arm64/linnet:
 size: build/arm64/linnet
 	@echo "BENCH arm64_stripped_bytes $$(stat -c %s build/arm64/linnet.stripped) bytes"
 	@echo "NEEDED: $$(readelf -d build/arm64/linnet | sed -n 's/.*(NEEDED).*\[\(.*\)\]/\1/p' | tr '\n' ' ')"
+	@scripts/size-report.py build/arm64/linnet.map
 
 ## bench: every figure, one BENCH line each
 bench: size

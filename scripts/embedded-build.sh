@@ -88,6 +88,6 @@ done
   "$srtp/lib/libsrtp2.a" "$libdir/libopus.a" "$libdir/libgpiod.a" \
   "$libdir/libmbedtls.a" "$libdir/libmbedx509.a" "$libdir/libmbedcrypto.a" \
   -lasound -lm -L"$embedded_lib" -lswiftUnicodeDataTables \
-  -Wl,--gc-sections -Wl,--as-needed
+  -Wl,--gc-sections -Wl,--as-needed -Wl,-Map="$out/linnet.map"
 "$strip" -o "$out/linnet.stripped" "$out/linnet"
 echo "built $out/linnet ($(stat -c %s "$out/linnet.stripped") bytes stripped)"
