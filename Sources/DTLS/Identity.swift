@@ -12,14 +12,24 @@ import Wire
 
 /// What mbedtls refused, with the call and its (negative) error code.
 public enum DTLSError: Error, Equatable, Sendable, CustomStringConvertible {
+    /// An mbedtls call failed: the call and its (negative) error code.
     case crypto(call: String, code: Int32)
     /// The peer's certificate does not match any `a=fingerprint` of its SDP.
     case fingerprintMismatch
+    /// The peer's SDP carried no usable fingerprint (SHA-256 or better).
+    case noFingerprint
+    /// The handshake finished without agreeing SRTP_AES128_CM_HMAC_SHA1_80 (RFC 5764).
+    case srtpNotNegotiated
+    /// Data was sent before the handshake finished or after the connection ended.
+    case notConnected
 
     public var description: String {
         switch self {
         case .crypto(let call, let code): return "\(call): \(DTLSError.text(code)) (-0x\(String(UInt32(bitPattern: -code), radix: 16)))"
         case .fingerprintMismatch: return "dtls: peer certificate does not match the SDP fingerprint"
+        case .noFingerprint: return "dtls: the peer's SDP has no sha-256 (or better) fingerprint"
+        case .srtpNotNegotiated: return "dtls: the peer did not agree SRTP_AES128_CM_HMAC_SHA1_80"
+        case .notConnected: return "dtls: not connected"
         }
     }
 
