@@ -56,7 +56,7 @@ let package = Package(
         .testTarget(name: "CodecTests", dependencies: ["Codec", "Wire"]),
         .testTarget(name: "SRTPTests", dependencies: ["SRTP", "Wire", "CMbedTLS"]),
         .testTarget(name: "DTLSTests", dependencies: ["DTLS", "Wire", "CMbedTLS"]),
-        .testTarget(name: "DevicesTests", dependencies: ["Devices", "Wire"]),
+        .testTarget(name: "DevicesTests", dependencies: ["Devices", "Audio", "Platform", "Wire"]),
         .testTarget(name: "CLITests", dependencies: ["linnet"]),
     ],
     swiftLanguageModes: [.v6]

@@ -1,0 +1,490 @@
+import CSystem
+import CALSA
+import Synchronization
+import Wire
+import Audio
+import Platform
+
+/// Receives what the capture thread reads. Called on the real-time thread: an
+/// implementation must not allocate, lock, log, block or make system calls other than
+/// an eventfd write (ARCHITECTURE.md "Threads").
+public protocol CaptureSink: AnyObject {
+    /// Before the first period of a capture session (again after a device came back).
+    func captureStarted(_ format: DeviceFormat)
+    /// One period of raw interleaved samples in `format`, captured at about `time`.
+    func captured(_ samples: UnsafeRawBufferPointer, frames: Int, format: DeviceFormat, time: Instant)
+    /// After the last period of a capture session (stop, end of file, device lost).
+    func captureStopped(_ format: DeviceFormat)
+}
+
+/// Supplies what the playback thread writes. Same real-time rules as `CaptureSink`.
+public protocol PlaybackSource: AnyObject {
+    func playbackStarted(_ format: DeviceFormat)
+    /// Fills `buffer` with up to `frames` frames in `format`; returns how many it filled
+    /// (the rest is played as silence).
+    func render(into buffer: UnsafeMutableRawBufferPointer, frames: Int, format: DeviceFormat) -> Int
+    func playbackStopped(_ format: DeviceFormat)
+}
+
+/// Where capture reads from.
+public enum CaptureInput {
+    /// An ALSA PCM by name.
+    case device(String, PCMRequest)
+    /// A WAV file, read whole at start so the real-time thread makes no file I/O;
+    /// `paced` delivers it at the real-time rate (as a microphone would), `loop`
+    /// starts again at the end instead of stopping.
+    case file(String, paced: Bool, loop: Bool)
+}
+
+/// Where playback writes to.
+public enum PlaybackOutput {
+    case device(String, PCMRequest)
+    /// A WAV file (16-bit); `paced` consumes at the real-time rate.
+    case file(String, format: DeviceFormat, paced: Bool)
+}
+
+/// The states an audio thread reports (read by the loop for logs and the watchdog).
+public enum AudioThreadState: Int, Sendable {
+    case starting = 0, running, reopening, finished, stopped
+}
+
+/// Counters shared between an audio thread and the loop: written with relaxed atomics
+/// on the real-time side, read by the loop for stats, logs and the watchdog.
+public final class AudioThreadCounters: Sendable {
+    public let periods = Atomic<UInt64>(0)
+    public let frames = Atomic<UInt64>(0)
+    public let xruns = Atomic<UInt64>(0)
+    public let reopenings = Atomic<UInt64>(0)
+    /// Monotonic nanoseconds of the last period handled: the watchdog's heartbeat.
+    public let lastPeriodNanoseconds = Atomic<Int64>(0)
+    let stateRaw = Atomic<Int>(AudioThreadState.starting.rawValue)
+    /// The last ALSA error code seen (negative errno), for the loop to log.
+    public let lastError = Atomic<Int32>(0)
+
+    public init() {}
+
+    public var state: AudioThreadState { AudioThreadState(rawValue: stateRaw.load(ordering: .acquiring)) ?? .stopped }
+    func set(_ s: AudioThreadState) { stateRaw.store(s.rawValue, ordering: .releasing) }
+}
+
+/// Scheduling set-up for the audio threads.
+public enum RealTime {
+    /// Locks current and future pages in RAM so a page fault never stalls audio;
+    /// false when not permitted (no CAP_IPC_LOCK / LimitMEMLOCK too low).
+    public static func lockMemory() -> Bool {
+        mlockall(Int32(MCL_CURRENT | MCL_FUTURE)) == 0
+    }
+
+    final class Box {
+        let body: () -> Void
+        init(_ body: @escaping () -> Void) { self.body = body }
+    }
+
+    /// Starts a thread running `body`, with SCHED_FIFO at `priority` when permitted.
+    /// Returns the thread and whether it got real-time scheduling.
+    static func spawn(priority: Int32, _ body: @escaping () -> Void) throws(SystemError) -> (pthread_t, Bool) {
+        let entry: @convention(c) (UnsafeMutableRawPointer?) -> UnsafeMutableRawPointer? = { context in
+            let box = Unmanaged<Box>.fromOpaque(context!).takeRetainedValue()
+            box.body()
+            return nil
+        }
+        var attributes = pthread_attr_t()
+        pthread_attr_init(&attributes)
+        defer { pthread_attr_destroy(&attributes) }
+        var param = sched_param()
+        param.sched_priority = priority
+        pthread_attr_setinheritsched(&attributes, Int32(PTHREAD_EXPLICIT_SCHED))
+        pthread_attr_setschedpolicy(&attributes, SCHED_FIFO)
+        pthread_attr_setschedparam(&attributes, &param)
+        var thread = pthread_t()
+        let context = Unmanaged.passRetained(Box(body)).toOpaque()
+        if pthread_create(&thread, &attributes, entry, context) == 0 {
+            return (thread, true)
+        }
+        // EPERM without CAP_SYS_NICE / LimitRTPRIO: run at normal priority instead.
+        let r = pthread_create(&thread, nil, entry, context)
+        guard r == 0 else {
+            Unmanaged<Box>.fromOpaque(context).release()
+            throw SystemError("pthread_create", code: r)
+        }
+        return (thread, false)
+    }
+}
+
+/// The capture thread: reads one period at a time and hands it to the sink.
+///
+/// Recovery: an xrun (-EPIPE) or suspend is recovered in place and counted; a device
+/// that disappears (ENODEV, EBADFD, EIO: a USB microphone unplugged) is closed and
+/// reopened with backoff (0.25 s doubling to 4 s) until it comes back, state
+/// `.reopening` meanwhile. Reopening allocates inside ALSA, but only while there is no
+/// audio to miss.
+public final class CaptureThread<Sink: CaptureSink> {
+    public let counters = AudioThreadCounters()
+    let sink: Sink
+    let input: CaptureInput
+    let running = Atomic<Bool>(false)
+    var thread: pthread_t? = nil
+    /// Whether the thread got SCHED_FIFO.
+    public private(set) var realtime = false
+    /// The format of the current capture session.
+    public private(set) var format: DeviceFormat
+
+    var pcm: PCM?
+    var fileSamples: [UInt8] = []
+    var buffer: UnsafeMutableRawPointer
+
+    /// Opens the input now (so a missing device or bad file is an error here, on the
+    /// caller's thread) and allocates every buffer the thread will use.
+    public init(input: CaptureInput, sink: Sink) throws(DeviceError) {
+        self.input = input
+        self.sink = sink
+        switch input {
+        case .device(let name, let request):
+            do throws(ALSAError) {
+                let p = try PCM(device: name, stream: .capture, request: request)
+                pcm = p
+                format = p.format
+            } catch {
+                throw .alsa(error)
+            }
+        case .file(let path, _, _):
+            do throws(FileError) {
+                let reader = try WAVReader(path: path)
+                let f = reader.format
+                // Read whole so the real-time thread never touches the file system. 256
+                // MiB (about 45 minutes of 48 kHz mono 32-bit) bounds what a wrong path
+                // (a huge recording) can make us allocate.
+                guard reader.remainingBytes <= 256 << 20 else {
+                    throw FileError.tooLarge(path: path, bytes: reader.remainingBytes)
+                }
+                var all = [UInt8](repeating: 0, count: reader.remainingBytes)
+                let total = try all.withMutableBytes { (raw: UnsafeMutableRawBufferPointer) throws(FileError) -> Int in
+                    try reader.read(into: raw)
+                }
+                fileSamples = Array(all[0..<total])
+                format = DeviceFormat(sampleFormat: f.sampleFormat, sampleRate: f.sampleRate, channels: f.channels,
+                                      periodFrames: f.sampleRate / 100)
+            } catch {
+                throw .file(error)
+            }
+        }
+        buffer = .allocate(byteCount: 4 * format.bytesPerFrame * max(format.periodFrames, 1) + 64, alignment: 16)
+    }
+
+    /// Captures from a PCM the caller already opened (tests open one with a local ALSA
+    /// configuration; reopening after a disappearance then uses the system's).
+    public init(pcm: PCM, sink: Sink) {
+        self.input = .device(pcm.device, PCMRequest())
+        self.sink = sink
+        self.pcm = pcm
+        format = pcm.format
+        buffer = .allocate(byteCount: 4 * format.bytesPerFrame * max(format.periodFrames, 1) + 64, alignment: 16)
+    }
+
+    deinit {
+        stop()
+        buffer.deallocate()
+    }
+
+    /// Starts the thread.
+    public func start() throws(DeviceError) {
+        guard thread == nil else { return }
+        running.store(true, ordering: .releasing)
+        do throws(SystemError) {
+            // The thread holds no reference of its own: stop() (also run by deinit) joins
+            // it before this object can go away.
+            let me = Unmanaged.passUnretained(self)
+            let (t, rt) = try RealTime.spawn(priority: 60) { me.takeUnretainedValue().run() }
+            thread = t
+            realtime = rt
+        } catch {
+            running.store(false, ordering: .releasing)
+            throw .thread(error)
+        }
+    }
+
+    /// Stops the thread and waits for it (the sink gets `captureStopped` first).
+    public func stop() {
+        guard let t = thread else { return }
+        running.store(false, ordering: .releasing)
+        pthread_join(t, nil)
+        thread = nil
+    }
+
+    /// Whether the thread has ended by itself (end of a non-looping file).
+    public var finished: Bool { counters.state == .finished }
+
+    // MARK: The real-time loop
+
+    func run() {
+        counters.set(.running)
+        sink.captureStarted(format)
+        switch input {
+        case .device(let name, let request): runDevice(name: name, request: request)
+        case .file(_, let paced, let loop): runFile(paced: paced, loop: loop)
+        }
+        sink.captureStopped(format)
+        if counters.state != .finished { counters.set(.stopped) }
+    }
+
+    func runDevice(name: String, request: PCMRequest) {
+        let frames = format.periodFrames
+        while running.load(ordering: .relaxed) {
+            guard let pcm else {
+                reopen(name: name, request: request)
+                continue
+            }
+            let n = pcm.readRaw(buffer, frames: frames)
+            if n > 0 {
+                deliver(frames: n, bytes: n * format.bytesPerFrame)
+                continue
+            }
+            let code = Int32(n)
+            counters.lastError.store(code, ordering: .relaxed)
+            if code == -EPIPE || code == -ESTRPIPE {
+                counters.xruns.add(1, ordering: .relaxed)
+                if pcm.recover(code) >= 0 { continue }
+            }
+            if code == -EAGAIN || code == -EINTR { continue }
+            // Disappeared (or unrecoverable): close and reopen with backoff.
+            sink.captureStopped(format)
+            self.pcm = nil
+        }
+    }
+
+    func reopen(name: String, request: PCMRequest) {
+        counters.set(.reopening)
+        var delay: Int64 = 250_000_000
+        while running.load(ordering: .relaxed) {
+            if let p = try? PCM(device: name, stream: .capture, request: request), p.format == format {
+                pcm = p
+                counters.reopenings.add(1, ordering: .relaxed)
+                counters.set(.running)
+                sink.captureStarted(format)
+                return
+            }
+            sleepInterruptibly(nanoseconds: delay)
+            delay = min(delay * 2, 4_000_000_000)
+        }
+    }
+
+    /// Sleeps in short steps so `stop()` is honoured within 50 ms.
+    func sleepInterruptibly(nanoseconds: Int64) {
+        var left = nanoseconds
+        while left > 0 && running.load(ordering: .relaxed) {
+            let step = min(left, 50_000_000)
+            var ts = timespec(tv_sec: 0, tv_nsec: Int(step))
+            nanosleep(&ts, nil)
+            left -= step
+        }
+    }
+
+    func runFile(paced: Bool, loop: Bool) {
+        let bytesPerPeriod = format.periodFrames * format.bytesPerFrame
+        let periodNanoseconds = Int64(format.periodFrames) * 1_000_000_000 / Int64(format.sampleRate)
+        var next = MonotonicClock.now().nanoseconds
+        var offset = 0
+        fileSamples.withUnsafeBytes { all in
+            while running.load(ordering: .relaxed) {
+                if offset >= all.count {
+                    if loop && all.count >= format.bytesPerFrame { offset = 0 } else {
+                        counters.set(.finished)
+                        return
+                    }
+                }
+                let n = min(bytesPerPeriod, all.count - offset)
+                buffer.copyMemory(from: all.baseAddress! + offset, byteCount: n)
+                offset += n
+                if paced {
+                    next += periodNanoseconds
+                    var ts = timespec(tv_sec: time_t(next / 1_000_000_000), tv_nsec: Int(next % 1_000_000_000))
+                    clock_nanosleep(CLOCK_MONOTONIC, Int32(TIMER_ABSTIME), &ts, nil)
+                }
+                deliver(frames: n / format.bytesPerFrame, bytes: n)
+            }
+        }
+    }
+
+    @inline(__always)
+    func deliver(frames: Int, bytes: Int) {
+        let now = MonotonicClock.now()
+        sink.captured(UnsafeRawBufferPointer(start: buffer, count: bytes), frames: frames, format: format, time: now)
+        counters.periods.add(1, ordering: .relaxed)
+        counters.frames.add(UInt64(frames), ordering: .relaxed)
+        counters.lastPeriodNanoseconds.store(now.nanoseconds, ordering: .relaxed)
+    }
+}
+
+/// Why an audio device or file could not be used.
+public enum DeviceError: Error, Equatable, Sendable, CustomStringConvertible {
+    case alsa(ALSAError)
+    case file(FileError)
+    case thread(SystemError)
+
+    public var description: String {
+        switch self {
+        case .alsa(let e): return e.description
+        case .file(let e): return e.description
+        case .thread(let e): return "cannot start the audio thread: \(e)"
+        }
+    }
+}
+
+/// The playback thread: asks the source for one period at a time and writes it.
+///
+/// Underruns (-EPIPE) are recovered and counted; a device that disappears is reopened
+/// with backoff like capture. A file output is written as 16-bit WAV; its writes are
+/// system calls, which a file stand-in for a speaker may make.
+public final class PlaybackThread<Source: PlaybackSource> {
+    public let counters = AudioThreadCounters()
+    let source: Source
+    let output: PlaybackOutput
+    let running = Atomic<Bool>(false)
+    var thread: pthread_t? = nil
+    public private(set) var realtime = false
+    public let format: DeviceFormat
+    var pcm: PCM?
+    var writer: WAVWriter?
+    let buffer: UnsafeMutableRawPointer
+
+    public init(output: PlaybackOutput, source: Source) throws(DeviceError) {
+        self.output = output
+        self.source = source
+        switch output {
+        case .device(let name, let request):
+            do throws(ALSAError) {
+                let p = try PCM(device: name, stream: .playback, request: request)
+                pcm = p
+                format = p.format
+            } catch {
+                throw .alsa(error)
+            }
+        case .file(let path, let f, _):
+            var f16 = f
+            f16.sampleFormat = .s16
+            do throws(FileError) {
+                writer = try WAVWriter(path: path, sampleRate: f.sampleRate, channels: f.channels)
+            } catch {
+                throw .file(error)
+            }
+            format = f16
+        }
+        buffer = .allocate(byteCount: format.bytesPerFrame * max(format.periodFrames, 1) + 64, alignment: 16)
+    }
+
+    deinit {
+        stop()
+        try? writer?.close()
+        buffer.deallocate()
+    }
+
+    public func start() throws(DeviceError) {
+        guard thread == nil else { return }
+        running.store(true, ordering: .releasing)
+        do throws(SystemError) {
+            // The thread holds no reference of its own: stop() (also run by deinit) joins
+            // it before this object can go away.
+            let me = Unmanaged.passUnretained(self)
+            let (t, rt) = try RealTime.spawn(priority: 60) { me.takeUnretainedValue().run() }
+            thread = t
+            realtime = rt
+        } catch {
+            running.store(false, ordering: .releasing)
+            throw .thread(error)
+        }
+    }
+
+    /// Stops the thread, waits for it, and (for a file) completes the WAV header.
+    public func stop() {
+        guard let t = thread else { return }
+        running.store(false, ordering: .releasing)
+        pthread_join(t, nil)
+        thread = nil
+        pcm?.drain()
+    }
+
+    /// Closes a file output now (its header gets the final sizes).
+    public func finish() throws(DeviceError) {
+        stop()
+        do throws(FileError) { try writer?.close() } catch { throw .file(error) }
+    }
+
+    func run() {
+        counters.set(.running)
+        source.playbackStarted(format)
+        let frames = format.periodFrames
+        let bytes = frames * format.bytesPerFrame
+        let periodNanoseconds = Int64(frames) * 1_000_000_000 / Int64(format.sampleRate)
+        var next = MonotonicClock.now().nanoseconds
+        var paced = false
+        if case .file(_, _, let p) = output { paced = p }
+        let raw = UnsafeMutableRawBufferPointer(start: buffer, count: bytes)
+        while running.load(ordering: .relaxed) {
+            let filled = source.render(into: raw, frames: frames, format: format)
+            if filled < frames {
+                (buffer + filled * format.bytesPerFrame).initializeMemory(as: UInt8.self, repeating: 0, count: bytes - filled * format.bytesPerFrame)
+            }
+            if let writer {
+                if paced {
+                    next += periodNanoseconds
+                    var ts = timespec(tv_sec: time_t(next / 1_000_000_000), tv_nsec: Int(next % 1_000_000_000))
+                    clock_nanosleep(CLOCK_MONOTONIC, Int32(TIMER_ABSTIME), &ts, nil)
+                }
+                let samples = UnsafeBufferPointer(start: buffer.assumingMemoryBound(to: Int16.self), count: frames * format.channels)
+                if (try? writer.write(samples)) == nil { counters.lastError.store(-EIO, ordering: .relaxed) }
+                account(frames: frames)
+                continue
+            }
+            guard let pcm else {
+                if case .device(let name, let request) = output { reopen(name: name, request: request) }
+                continue
+            }
+            var offset = 0
+            while offset < frames && running.load(ordering: .relaxed) {
+                let n = pcm.writeRaw(buffer + offset * format.bytesPerFrame, frames: frames - offset)
+                if n > 0 { offset += n; continue }
+                let code = Int32(n)
+                counters.lastError.store(code, ordering: .relaxed)
+                if code == -EPIPE || code == -ESTRPIPE {
+                    counters.xruns.add(1, ordering: .relaxed)
+                    if pcm.recover(code) >= 0 { continue }
+                }
+                if code == -EAGAIN || code == -EINTR { continue }
+                source.playbackStopped(format)
+                self.pcm = nil
+                break
+            }
+            account(frames: frames)
+        }
+        source.playbackStopped(format)
+        counters.set(.stopped)
+    }
+
+    @inline(__always)
+    func account(frames: Int) {
+        counters.periods.add(1, ordering: .relaxed)
+        counters.frames.add(UInt64(frames), ordering: .relaxed)
+        counters.lastPeriodNanoseconds.store(MonotonicClock.now().nanoseconds, ordering: .relaxed)
+    }
+
+    func reopen(name: String, request: PCMRequest) {
+        counters.set(.reopening)
+        var delay: Int64 = 250_000_000
+        while running.load(ordering: .relaxed) {
+            if let p = try? PCM(device: name, stream: .playback, request: request), p.format == format {
+                pcm = p
+                counters.reopenings.add(1, ordering: .relaxed)
+                counters.set(.running)
+                source.playbackStarted(format)
+                return
+            }
+            var left = delay
+            while left > 0 && running.load(ordering: .relaxed) {
+                var ts = timespec(tv_sec: 0, tv_nsec: Int(min(left, 50_000_000)))
+                nanosleep(&ts, nil)
+                left -= 50_000_000
+            }
+            delay = min(delay * 2, 4_000_000_000)
+        }
+    }
+}
