@@ -46,7 +46,11 @@ enum CLI {
         Command(name: "demo", synopsis: "demo [--seconds N]", help: "A whole call on this machine with a built-in answerer on loopback.", run: nil),
         Command(name: "answer", synopsis: "answer --listen HOST:PORT [--mode echo|tone|file]", help: "Answer offers on the backend and WHIP routes.", run: nil),
         Command(name: "audio", synopsis: "audio --input F.wav --output F.wav [hook options]", help: "The audio pipeline with no network.", run: nil),
-        Command(name: "devices", synopsis: "devices", help: "Capture and playback devices, GPIO chips and lines.", run: nil),
+        Command(name: "devices", synopsis: "devices", help: """
+            Capture and playback devices (ALSA PCM names, as --capture and --playback take
+            them, with the formats, rates and channels of hardware devices) and GPIO chips
+            with their named lines (for --ptt).
+            """, run: { args in DevicesCommand.run(args) }),
         Command(name: "check", synopsis: "check [options]", help: "Config, devices and backend reachability, one line each.", run: nil),
         Command(name: "selftest", synopsis: "selftest", help: """
             In-process checks of every C library and core module: CRC vectors, Opus
@@ -79,7 +83,7 @@ enum CLI {
             return printHelp(name)
         }
         guard let run = command.run else {
-            Log.error("'\(name)' is not in this build yet (version \(linnetVersion)); this build has: selftest, version, help")
+            Log.error("'\(name)' is not in this build yet (version \(linnetVersion)); 'linnet help' lists what this build has")
             return .usage
         }
         return run(args)

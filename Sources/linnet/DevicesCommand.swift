@@ -1,0 +1,53 @@
+// `linnet devices`: what a person needs to pick --capture, --playback and --ptt.
+import Devices
+import Audio
+import Platform
+
+enum DevicesCommand {
+    static func run(_ args: [String]) -> ExitStatus {
+        guard args.isEmpty else {
+            Log.error("'devices' takes no arguments")
+            return .usage
+        }
+        let pcms = ALSADevices.list()
+        var text = "Capture devices (--capture):\n"
+        text += describe(pcms.filter { $0.capture }, stream: .capture)
+        text += "\nPlayback devices (--playback):\n"
+        text += describe(pcms.filter { $0.playback }, stream: .playback)
+        text += "\nGPIO chips (--ptt LINE or CHIP:OFFSET):\n"
+        let chips = GPIOChips.list()
+        if chips.isEmpty {
+            text += "  none found (no /dev/gpiochip*, or no permission: is this user in the 'gpio' group?)\n"
+        }
+        for chip in chips {
+            let named = chip.lines.enumerated().filter { !$0.element.isEmpty }
+            text += "  \(chip.name) [\(chip.label)] \(chip.lines.count) lines"
+            if !named.isEmpty {
+                text += ": " + named.prefix(40).map { "\($0.element)=\($0.offset)" }.joined(separator: " ")
+                if named.count > 40 { text += " …" }
+            }
+            text += "\n"
+        }
+        writeOut(text)
+        return .ok
+    }
+
+    static func describe(_ list: [PCMDeviceInfo], stream: PCMStream) -> String {
+        if list.isEmpty { return "  none (no sound card, and no ALSA configuration defines one)\n" }
+        var text = ""
+        for device in list {
+            text += "  \(device.name)"
+            if !device.description.isEmpty { text += "  — \(device.description)" }
+            text += "\n"
+            // Probing opens the device; only hardware-backed names are worth it (plugins
+            // such as `default` or `dmix` report their own wide ranges).
+            guard device.name.hasPrefix("hw:") || device.name.hasPrefix("plughw:") || device.name.hasPrefix("sysdefault:"),
+                  let caps = ALSADevices.capabilities(device.name, stream: stream) else { continue }
+            let formats = caps.formats.map { $0.description }.joined(separator: " ")
+            let rates = caps.rates.map { String($0) }.joined(separator: " ")
+            let channels = caps.minChannels == caps.maxChannels ? "\(caps.minChannels)" : "\(caps.minChannels)–\(caps.maxChannels)"
+            text += "      formats \(formats); rates \(rates) Hz; channels \(channels)\n"
+        }
+        return text
+    }
+}
