@@ -492,8 +492,8 @@ public struct SessionDescription: Equatable, Sendable {
     /// PROTOCOLS.md "Parser tolerance" requires: the section's own attribute, else the
     /// BUNDLE-tag section's (RFC 8843 §7.3.1 lets an answer carry transport attributes
     /// only there), else the session-level one (RFC 8839 §5.4, RFC 8122 §5,
-    /// RFC 4145 §4). Candidates come from every section sharing the transport,
-    /// duplicates removed, because some peers repeat them and some write them only once.
+    /// RFC 4145 §4). Candidates are the BUNDLE-tag section's, or, when it has none,
+    /// those of every bundled section.
     public func transport(for index: Int) -> TransportParameters {
         var t = TransportParameters()
         guard media.indices.contains(index) else { return t }
@@ -517,20 +517,22 @@ public struct SessionDescription: Equatable, Sendable {
             t.iceOptions = iceOptions
         }
         t.iceLite = iceLite
-        // Sections sharing the transport: the bundle members, or just this one.
-        var members = [index]
-        if bundleTagIndex(for: index) != nil, let mid = own.mid {
-            members = []
+        // With BUNDLE the transport is the BUNDLE-tag section's (RFC 8843 §7.2-7.3),
+        // so its candidates are the ones to check; an offerer's other sections may list
+        // candidates of transports that BUNDLE discards. Peers that write candidates
+        // only in a later section still work: then every bundled section's count,
+        // duplicates removed.
+        let tagIndex = bundleTagIndex(for: index) ?? index
+        t.candidates = media[tagIndex].candidates
+        t.endOfCandidates = media[tagIndex].endOfCandidates
+        if t.candidates.isEmpty, let mid = own.mid, bundleTagIndex(for: index) != nil {
             for group in groups where group.isBundle && group.mids.contains(mid) {
                 for m in group.mids {
-                    if let i = self.index(ofMid: m), !media[i].isRejected, !members.contains(i) { members.append(i) }
+                    guard let i = self.index(ofMid: m), !media[i].isRejected else { continue }
+                    for c in media[i].candidates where !t.candidates.contains(c) { t.candidates.append(c) }
+                    if media[i].endOfCandidates { t.endOfCandidates = true }
                 }
             }
-        }
-        t.endOfCandidates = false
-        for i in members {
-            for c in media[i].candidates where !t.candidates.contains(c) { t.candidates.append(c) }
-            if media[i].endOfCandidates { t.endOfCandidates = true }
         }
         return t
     }

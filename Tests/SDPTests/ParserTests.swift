@@ -215,11 +215,19 @@ struct ParserTests {
         #expect(t.iceUfrag == "tagU")
         #expect(t.setup == .active)
         #expect(t.fingerprints.count == 1)
-        // Union of the bundled sections' candidates, the shared one once.
-        #expect(t.candidates == ["1 1 udp 1 192.0.2.1 1000 typ host", "2 1 udp 1 192.0.2.2 1000 typ host",
-                                 "3 1 udp 1 192.0.2.3 1000 typ host"])
-        #expect(t.endOfCandidates)
+        // The BUNDLE tag's candidates: the data section's "3" belongs to a transport
+        // BUNDLE discards.
+        #expect(t.candidates == ["1 1 udp 1 192.0.2.1 1000 typ host", "2 1 udp 1 192.0.2.2 1000 typ host"])
+        #expect(!t.endOfCandidates)
         #expect(d.transport(for: 0) == t)
+
+        // A tag section without candidates: all bundled sections' candidates, once each.
+        let noTagCandidates = try SessionDescription.parse(text.split(separator: "\n")
+            .filter { !($0.hasPrefix("a=candidate:1 ") || $0.hasPrefix("a=candidate:2 ")) }
+            .joined(separator: "\n"))
+        #expect(noTagCandidates.media[0].candidates.isEmpty)
+        #expect(noTagCandidates.transport(for: 0).candidates == ["3 1 udp 1 192.0.2.3 1000 typ host"])
+        #expect(noTagCandidates.transport(for: 0).endOfCandidates)
     }
 
     @Test("legacy data channel: DTLS/SCTP with a=sctpmap")
