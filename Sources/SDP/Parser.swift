@@ -52,6 +52,11 @@ extension SessionDescription {
                 lineNumber += 1
                 start = i + 1
             } else if i - start >= SDPLimits.maximumLineLength {
+                // A huge first line (an HTML page on one line) is "not SDP", not "too long".
+                let head = trimSpaces(bytes[start..<i])
+                if !sawContent, !(head.count >= 2 && head.first == UInt8(ascii: "v") && head[head.startIndex + 1] == UInt8(ascii: "=")) {
+                    throw .notSDP(preview: preview(head))
+                }
                 var end = i
                 while end < bytes.count, bytes[end] != 0x0A, bytes[end] != 0x0D { end += 1 }
                 throw .lineTooLong(line: lineNumber, length: end - start, limit: SDPLimits.maximumLineLength)
