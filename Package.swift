@@ -58,6 +58,7 @@ let package = Package(
         .testTarget(name: "DTLSTests", dependencies: ["DTLS", "Wire", "CMbedTLS"]),
         .testTarget(name: "DevicesTests", dependencies: ["Devices", "Audio", "Platform", "Wire"]),
         .testTarget(name: "CLITests", dependencies: ["linnet"]),
+        .testTarget(name: "SDPTests", dependencies: ["SDP", "Wire"], exclude: ["Fixtures"]),
     ],
     swiftLanguageModes: [.v6]
 )
