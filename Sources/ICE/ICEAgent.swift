@@ -340,6 +340,12 @@ public struct ICEAgent<R: RandomNumberGenerator> {
             return
         }
         let tx = transactions[t]
+        // A response must come from where the request went (a STUN server's answers carry
+        // no integrity, so this is their only check besides the transaction ID).
+        if tx.isGather && from != tx.to {
+            stats.unmatchedResponses += 1
+            return
+        }
         if let key = tx.key {
             guard (try? m.verifyIntegrity(of: bytes, key: key)) != nil else {
                 stats.unauthenticated += 1

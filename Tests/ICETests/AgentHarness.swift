@@ -72,13 +72,20 @@ struct TwoAgents {
     var eventsB: [(Instant, ICEEvent)] = []
     /// Every datagram either agent handed to the network, with its send time.
     var wire: [(Instant, NetworkEmulator.Datagram)] = []
+    /// Every datagram delivered to an agent, with its arrival time.
+    var delivered: [(Instant, NetworkEmulator.Datagram)] = []
+
+    var hostsA: [SocketAddress]
+    var hostsB: [SocketAddress]
 
     init(roleA: ICERole = .controlling, roleB: ICERole = .controlled, seed: UInt64 = 1,
          tieBreakerA: UInt64? = nil, tieBreakerB: UInt64? = nil, configA: ICEConfig = ICEConfig(),
-         configB: ICEConfig = ICEConfig()) {
-        a = ICEAgent(role: roleA, localCredentials: Self.credentialsA, hostAddresses: [Self.addressA],
+         configB: ICEConfig = ICEConfig(), hostsA: [SocketAddress] = [addressA], hostsB: [SocketAddress] = [addressB]) {
+        self.hostsA = hostsA
+        self.hostsB = hostsB
+        a = ICEAgent(role: roleA, localCredentials: Self.credentialsA, hostAddresses: hostsA,
                      config: configA, rng: SeededRandom(seed: seed &* 31 &+ 1), tieBreaker: tieBreakerA)
-        b = ICEAgent(role: roleB, localCredentials: Self.credentialsB, hostAddresses: [Self.addressB],
+        b = ICEAgent(role: roleB, localCredentials: Self.credentialsB, hostAddresses: hostsB,
                      config: configB, rng: SeededRandom(seed: seed &* 31 &+ 2), tieBreaker: tieBreakerB)
         net = NetworkEmulator(seed: seed)
     }
@@ -131,9 +138,10 @@ struct TwoAgents {
             }
             now = max(now, next)
             for d in net.due(now) {
-                if d.to == Self.addressA {
+                delivered.append((now, d))
+                if hostsA.contains(d.to) {
                     a.handleInput(d.bytes, from: d.from, local: d.to, now: now)
-                } else if d.to == Self.addressB {
+                } else if hostsB.contains(d.to) {
                     b.handleInput(d.bytes, from: d.from, local: d.to, now: now)
                 } else if d.to == Self.stunServer {
                     answerAsSTUNServer(d)
@@ -163,4 +171,19 @@ struct TwoAgents {
     }
 
     var bothConnected: Bool { a.state == .connected && b.state == .connected }
+}
+
+extension TwoAgents {
+    /// Arrival time of the last Binding success response delivered to `address`.
+    func lastSuccessDelivered(to address: SocketAddress) -> Instant? {
+        delivered.last { $0.1.to == address && (try? STUNMessage.parse($0.1.bytes))?.type == .bindingSuccess }?.0
+    }
+
+    /// Send times of Binding requests from `address` (first transmissions and retransmissions).
+    func requestsSent(from address: SocketAddress) -> [(Instant, STUNMessage)] {
+        wire.compactMap { e in
+            guard e.1.from == address, let m = try? STUNMessage.parse(e.1.bytes), m.type == .bindingRequest else { return nil }
+            return (e.0, m)
+        }
+    }
 }

@@ -130,3 +130,86 @@ import Wire
         #expect(w.wire.filter { $0.1.to == config.stunServer }.count == 3)
     }
 }
+
+@Suite struct AgentChecklist {
+    static let a1 = SocketAddress("10.0.0.1:5000")!, a2 = SocketAddress("10.0.0.3:5002")!
+    static let b1 = SocketAddress("10.0.0.2:6000")!, b2 = SocketAddress("10.0.0.4:6002")!
+
+    @Test func pairsSortedByPriorityAndPacedAtTa() throws {
+        var w = TwoAgents(seed: 2, hostsA: [Self.a1, Self.a2], hostsB: [Self.b1, Self.b2])
+        w.net.blackhole = true  // only A's own pacing, no triggered checks
+        w.a.start(now: w.now)
+        w.a.setRemoteCredentials(TwoAgents.credentialsB, now: w.now)
+        let remote = [Self.b1, Self.b2].enumerated().map { i, address in
+            Candidate(foundation: "r\(i)", priority: Candidate.priority(type: .host, localPreference: UInt16(65535 - i)),
+                      address: address, type: .host)
+        }
+        for c in remote { w.a.addRemoteCandidate(c, now: w.now) }
+        // Unusable remote candidates are refused: TCP, mDNS, component 2.
+        #expect(!w.a.addRemoteCandidate(try Candidate(parsing: "candidate:9 1 tcp 1 10.0.0.9 9 typ host tcptype active"), now: w.now))
+        #expect(!w.a.addRemoteCandidate(try Candidate(parsing: "candidate:9 1 udp 1 x.local 9 typ host"), now: w.now))
+        #expect(!w.a.addRemoteCandidate(try Candidate(parsing: "candidate:9 2 udp 1 10.0.0.9 9 typ host"), now: w.now))
+
+        // Expected order from RFC 8445 §6.1.2.3 computed here (A controlling: G = A's).
+        let pa = [Candidate.priority(type: .host, localPreference: 65535), Candidate.priority(type: .host, localPreference: 65534)]
+        let pb = [Candidate.priority(type: .host, localPreference: 65535), Candidate.priority(type: .host, localPreference: 65534)]
+        func prio(_ g: UInt32, _ d: UInt32) -> UInt64 {
+            UInt64(min(g, d)) * 4_294_967_296 + 2 * UInt64(max(g, d)) + (g > d ? 1 : 0)
+        }
+        var expected: [(SocketAddress, SocketAddress, UInt64)] = []
+        for (i, l) in [Self.a1, Self.a2].enumerated() {
+            for (j, r) in [Self.b1, Self.b2].enumerated() { expected.append((l, r, prio(pa[i], pb[j]))) }
+        }
+        expected.sort { $0.2 > $1.2 }
+        let list = w.a.checklist
+        #expect(list.map(\.local) == expected.map(\.0))
+        #expect(list.map(\.remote) == expected.map(\.1))
+
+        w.run(for: .milliseconds(400))
+        // One new check per Ta = 50 ms, best pair first (RFC 8445 §6.1.4.2).
+        let checks = w.requestsSent(from: Self.a1).map { ($0.0, Self.a1) } + w.requestsSent(from: Self.a2).map { ($0.0, Self.a2) }
+        let sent = w.wire.filter { ($0.1.from == Self.a1 || $0.1.from == Self.a2) }.map { ($0.0, $0.1.from, $0.1.to) }
+        #expect(checks.count == 4)
+        #expect(sent.map(\.0) == [0, 50, 100, 150].map { Instant.zero + .milliseconds($0) })
+        #expect(sent.map(\.1) == expected.map(\.0))
+        #expect(sent.map(\.2) == expected.map(\.1))
+    }
+
+    @Test func remoteCandidatesTrickledLate() throws {
+        var w = TwoAgents(seed: 6)
+        w.a.start(now: w.now)
+        w.b.start(now: w.now)
+        w.run(for: .seconds(1))
+        #expect(w.a.state == .checking)
+        w.a.setRemoteCredentials(TwoAgents.credentialsB, now: w.now)
+        w.b.setRemoteCredentials(TwoAgents.credentialsA, now: w.now)
+        w.run(for: .seconds(1))
+        for c in w.b.localCandidates { w.a.addRemoteCandidate(c, now: w.now) }
+        w.run(until: w.now + .seconds(5)) { $0.bothConnected }
+        #expect(w.bothConnected)
+    }
+
+    @Test func allPairsFailingWithEndOfCandidatesFails() throws {
+        var config = ICEConfig()
+        config.maxTransmissions = 2
+        var w = TwoAgents(configA: config)
+        w.net.blackhole = true
+        w.connectSignaling()
+        w.a.setRemoteEndOfCandidates(now: w.now)
+        w.run(for: .seconds(10))
+        #expect(w.a.state == .failed)
+        // First send at 0, retransmission at 0.5 s, failure one doubled RTO later.
+        #expect(TwoAgents.firstTime(w.eventsA, .stateChanged(.failed)) == Instant.zero + .milliseconds(1500))
+    }
+
+    @Test func closeStopsEverything() throws {
+        var w = connectedWorld(seed: 12)
+        w.a.close()
+        w.drain()
+        let sentBefore = w.requestsSent(from: TwoAgents.addressA).count
+        w.run(for: .seconds(20))
+        #expect(w.a.state == .closed)
+        #expect(w.requestsSent(from: TwoAgents.addressA).count == sentBefore)
+        #expect(w.deadlineA == .distantFuture)
+    }
+}
