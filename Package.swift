@@ -59,6 +59,7 @@ let package = Package(
         .testTarget(name: "DevicesTests", dependencies: ["Devices", "Audio", "Platform", "Wire"]),
         .testTarget(name: "CLITests", dependencies: ["linnet"]),
         .testTarget(name: "SDPTests", dependencies: ["SDP", "Wire"], exclude: ["Fixtures"]),
+        .testTarget(name: "ICETests", dependencies: ["ICE", "Wire"]),
     ],
     swiftLanguageModes: [.v6]
 )

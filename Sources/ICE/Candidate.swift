@@ -1,0 +1,275 @@
+import Wire
+
+/// Candidate types (RFC 8445 §5.1.1) with their recommended type preferences (§5.1.2.2).
+public enum CandidateType: String, Hashable, Sendable {
+    case host
+    case serverReflexive = "srflx"
+    case peerReflexive = "prflx"
+    case relay
+
+    /// RFC 8445 §5.1.2.2: 126 host, 110 peer-reflexive, 100 server-reflexive, 0 relayed.
+    public var typePreference: UInt32 {
+        switch self {
+        case .host: return 126
+        case .peerReflexive: return 110
+        case .serverReflexive: return 100
+        case .relay: return 0
+        }
+    }
+}
+
+/// The transport of a candidate line. Linnet pairs only UDP (RFC 8839 §5.1 allows
+/// extension tokens; RFC 6544 TCP candidates are kept but never paired).
+public enum CandidateTransport: Hashable, Sendable, CustomStringConvertible {
+    case udp
+    case tcp
+    case other(String)
+
+    init(token: Substring) {
+        switch token.lowercased() {
+        case "udp": self = .udp
+        case "tcp": self = .tcp
+        default: self = .other(String(token))
+        }
+    }
+
+    public var description: String {
+        switch self {
+        case .udp: return "udp"
+        case .tcp: return "tcp"
+        case .other(let s): return s
+        }
+    }
+}
+
+/// A connection address: an IP literal, or a host name (browsers hide host addresses
+/// behind random `….local` mDNS names, draft-ietf-mmusic-mdns-ice-candidates).
+public enum CandidateAddress: Hashable, Sendable, CustomStringConvertible {
+    case ip(IPAddress)
+    case hostname(String)
+
+    init?(text: Substring) {
+        if let ip = IPAddress(String(text)) {
+            self = .ip(ip)
+            return
+        }
+        // RFC 8839 §5.1: FQDN. Letters, digits, '-', '.', at most 255 bytes.
+        guard !text.isEmpty, text.utf8.count <= 255, !text.contains(":") else { return nil }
+        for c in text.utf8 {
+            let ok = (c >= 0x30 && c <= 0x39) || (c >= 0x41 && c <= 0x5A) || (c >= 0x61 && c <= 0x7A)
+                || c == UInt8(ascii: "-") || c == UInt8(ascii: ".") || c == UInt8(ascii: "_")
+            guard ok else { return nil }
+        }
+        self = .hostname(String(text))
+    }
+
+    public var ip: IPAddress? {
+        if case .ip(let a) = self { return a }
+        return nil
+    }
+
+    public var description: String {
+        switch self {
+        case .ip(let a): return a.description
+        case .hostname(let h): return h
+        }
+    }
+}
+
+/// One `name value` pair after the fixed fields (RFC 8839 §5.1 cand-extension), such as
+/// `generation 0`, `ufrag EsAw`, `network-id 1`, `tcptype active`.
+public struct CandidateExtension: Hashable, Sendable {
+    public var name: String
+    public var value: String
+    public init(name: String, value: String) {
+        self.name = name
+        self.value = value
+    }
+}
+
+/// An ICE candidate as `a=candidate` carries it (RFC 8839 §5.1):
+///
+/// ```
+/// candidate-attribute = "candidate" ":" foundation SP component-id SP transport SP
+///                       priority SP connection-address SP port SP cand-type
+///                       [SP rel-addr] [SP rel-port] *(SP cand-extension)
+/// ```
+///
+/// Parsing is tolerant where deployed peers differ (PROTOCOLS.md "Parser tolerance"):
+/// an optional `a=` and `candidate:` prefix, any case in the transport, extension pairs
+/// kept in order, TCP candidates and `.local` names accepted but marked unusable, runs
+/// of white space and a trailing CR ignored.
+public struct Candidate: Hashable, Sendable, CustomStringConvertible {
+    /// 1–32 ice-chars; equal for candidates of the same type, base, server and transport.
+    public var foundation: String
+    /// 1 for RTP (and everything, with rtcp-mux); 2 for RTCP without mux.
+    public var component: UInt16
+    public var transport: CandidateTransport
+    public var priority: UInt32
+    public var address: CandidateAddress
+    public var port: UInt16
+    public var type: CandidateType
+    public var relatedAddress: CandidateAddress?
+    public var relatedPort: UInt16?
+    public var extensions: [CandidateExtension]
+
+    public init(foundation: String, component: UInt16 = 1, transport: CandidateTransport = .udp,
+                priority: UInt32, address: SocketAddress, type: CandidateType,
+                related: SocketAddress? = nil, extensions: [CandidateExtension] = []) {
+        self.foundation = foundation
+        self.component = component
+        self.transport = transport
+        self.priority = priority
+        self.address = .ip(address.ip)
+        self.port = address.port
+        self.type = type
+        self.relatedAddress = related.map { .ip($0.ip) }
+        self.relatedPort = related?.port
+        self.extensions = extensions
+    }
+
+    /// The transport address, when the connection address is an IP literal.
+    public var socketAddress: SocketAddress? {
+        guard let ip = address.ip else { return nil }
+        return SocketAddress(ip: ip, port: port)
+    }
+
+    /// Whether Linnet can pair this candidate: UDP to an IP literal. (mDNS names would
+    /// need a resolver the pure module does not have; TCP candidates need RFC 6544.)
+    public var isUsable: Bool { transport == .udp && address.ip != nil && port != 0 }
+
+    /// The value of the first extension called `name` (`ufrag`, `generation`, …).
+    public func extensionValue(_ name: String) -> String? {
+        for e in extensions where e.name == name { return e.value }
+        return nil
+    }
+
+    /// `tcptype` of a TCP candidate (RFC 6544 §4.5): active, passive or so.
+    public var tcpType: String? { extensionValue("tcptype") }
+
+    // MARK: Parse
+
+    /// Parses the attribute value, with or without `a=` and `candidate:`.
+    public init(parsing text: String) throws(ICEError) {
+        var body = Substring(text)
+        if body.hasPrefix("a=") { body = body.dropFirst(2) }
+        if body.hasPrefix("candidate:") { body = body.dropFirst(10) }
+        let fields = body.split(whereSeparator: { $0 == " " || $0 == "\t" || $0 == "\r\n" || $0 == "\r" || $0 == "\n" })
+        guard fields.count >= 8 else { throw .invalidCandidate(field: "field count") }
+
+        let foundation = fields[0]
+        guard foundation.utf8.count <= 32, foundation.utf8.allSatisfy(Candidate.isIceChar) else {
+            throw .invalidCandidate(field: "foundation")
+        }
+        guard fields[1].count <= 3, fields[1].allSatisfy({ $0.isASCIIDigit }), let component = UInt16(fields[1]),
+              (1...256).contains(component) else {
+            throw .invalidCandidate(field: "component-id")
+        }
+        guard Candidate.isToken(fields[2]) else { throw .invalidCandidate(field: "transport") }
+        guard fields[3].count <= 10, fields[3].allSatisfy({ $0.isASCIIDigit }), let priority = UInt32(fields[3]) else {
+            throw .invalidCandidate(field: "priority")
+        }
+        guard let address = CandidateAddress(text: fields[4]) else { throw .invalidCandidate(field: "connection-address") }
+        guard let port = Candidate.port(fields[5]) else { throw .invalidCandidate(field: "port") }
+        guard fields[6] == "typ", let type = CandidateType(rawValue: String(fields[7])) else {
+            throw .invalidCandidate(field: "cand-type")
+        }
+
+        var i = 8
+        var relatedAddress: CandidateAddress? = nil
+        var relatedPort: UInt16? = nil
+        var extensions: [CandidateExtension] = []
+        while i < fields.count {
+            guard i + 1 < fields.count else { throw .invalidCandidate(field: "extension") }
+            let name = fields[i], value = fields[i + 1]
+            if name == "raddr" && relatedAddress == nil && extensions.isEmpty {
+                guard let a = CandidateAddress(text: value) else { throw .invalidCandidate(field: "raddr") }
+                relatedAddress = a
+            } else if name == "rport" && relatedPort == nil && extensions.isEmpty {
+                guard let p = Candidate.port(value) else { throw .invalidCandidate(field: "rport") }
+                relatedPort = p
+            } else {
+                guard Candidate.isToken(name), value.utf8.allSatisfy({ $0 > 0x20 && $0 < 0x7F }) else {
+                    throw .invalidCandidate(field: "extension")
+                }
+                extensions.append(CandidateExtension(name: String(name), value: String(value)))
+            }
+            i += 2
+        }
+
+        self.foundation = String(foundation)
+        self.component = component
+        self.transport = CandidateTransport(token: fields[2])
+        self.priority = priority
+        self.address = address
+        self.port = port
+        self.type = type
+        self.relatedAddress = relatedAddress
+        self.relatedPort = relatedPort
+        self.extensions = extensions
+    }
+
+    static func isIceChar(_ c: UInt8) -> Bool {
+        (c >= 0x30 && c <= 0x39) || (c >= 0x41 && c <= 0x5A) || (c >= 0x61 && c <= 0x7A)
+            || c == UInt8(ascii: "+") || c == UInt8(ascii: "/")
+    }
+
+    /// RFC 8866 token characters.
+    static func isToken(_ s: Substring) -> Bool {
+        guard !s.isEmpty else { return false }
+        for c in s.utf8 {
+            let ok = (c >= 0x30 && c <= 0x39) || (c >= 0x41 && c <= 0x5A) || (c >= 0x61 && c <= 0x7A)
+                || "!#$%&'*+-.^_`{|}~".utf8.contains(c)
+            guard ok else { return false }
+        }
+        return true
+    }
+
+    static func port(_ s: Substring) -> UInt16? {
+        guard s.count <= 5, s.allSatisfy({ $0.isASCIIDigit }) else { return nil }
+        return UInt16(s)
+    }
+
+    // MARK: Serialize
+
+    /// The attribute value, `candidate:…` (prefix with `a=` for an SDP line).
+    public var description: String {
+        var s = "candidate:\(foundation) \(component) \(transport) \(priority) \(address) \(port) typ \(type.rawValue)"
+        if let relatedAddress { s += " raddr \(relatedAddress)" }
+        if let relatedPort { s += " rport \(relatedPort)" }
+        for e in extensions { s += " \(e.name) \(e.value)" }
+        return s
+    }
+
+    // MARK: Priorities and foundations
+
+    /// RFC 8445 §5.1.2.1:
+    /// `priority = 2^24 * type preference + 2^8 * local preference + (256 - component ID)`.
+    public static func priority(type: CandidateType, localPreference: UInt16, component: UInt16 = 1) -> UInt32 {
+        let c = UInt32(min(max(component, 1), 256))
+        return type.typePreference << 24 | UInt32(localPreference) << 8 | (256 - c)
+    }
+
+    /// RFC 8445 §5.1.1.3: candidates share a foundation when they have the same type, the
+    /// same base IP address, the same STUN/TURN server IP and the same transport. The
+    /// foundation is the CRC-32 of those four in decimal: short, ice-chars only, stable
+    /// across restarts of the agent.
+    public static func foundation(type: CandidateType, base: IPAddress, server: IPAddress? = nil,
+                                  transport: CandidateTransport = .udp) -> String {
+        let key = "\(type.rawValue)|\(base)|\(server.map { $0.description } ?? "-")|\(transport)"
+        return String(CRC32.checksum(Array(key.utf8)))
+    }
+}
+
+/// RFC 8445 §6.1.2.3: with G the controlling agent's candidate priority and D the
+/// controlled agent's, `pair priority = 2^32 * MIN(G,D) + 2 * MAX(G,D) + (G > D ? 1 : 0)`.
+/// Candidate priorities stay below 2^31 (type preference ≤ 126), so the sum fits 64 bits;
+/// wrapping arithmetic keeps hostile PRIORITY values from trapping.
+public func candidatePairPriority(controlling g: UInt32, controlled d: UInt32) -> UInt64 {
+    let lo = UInt64(min(g, d)), hi = UInt64(max(g, d))
+    return (lo << 32) &+ (hi << 1) &+ (g > d ? 1 : 0)
+}
+
+extension Character {
+    var isASCIIDigit: Bool { asciiValue.map { $0 >= 0x30 && $0 <= 0x39 } ?? false }
+}
