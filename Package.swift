@@ -60,6 +60,7 @@ let package = Package(
         .testTarget(name: "CLITests", dependencies: ["linnet"]),
         .testTarget(name: "SDPTests", dependencies: ["SDP", "Wire"], exclude: ["Fixtures"]),
         .testTarget(name: "ICETests", dependencies: ["ICE", "Wire"]),
+        .testTarget(name: "SignalingTests", dependencies: ["Signaling", "Wire"]),
     ],
     swiftLanguageModes: [.v6]
 )

@@ -250,8 +250,13 @@ struct HTTPMessageParser {
             while let line = takeLine() {
                 if startLine.isEmpty {
                     if line.isEmpty { continue }  // tolerate blank lines before the start line
+                    let text = String(decoding: line.prefix(80), as: UTF8.self)
                     startLine = String(decoding: line, as: UTF8.self).split(separator: " ", maxSplits: 2, omittingEmptySubsequences: false).map(String.init)
-                    guard startLine.count >= 2 else { throw .malformed("bad start line") }
+                    let valid = isResponse
+                        ? startLine.count >= 2 && startLine[0].hasPrefix("HTTP/1.") && startLine[1].utf8.count == 3
+                            && (Int(startLine[1]).map { (100...599).contains($0) } ?? false)
+                        : startLine.count == 3 && startLine[2].hasPrefix("HTTP/1.")
+                    guard valid else { throw .malformed("bad \(isResponse ? "status" : "request") line '\(text)'") }
                     continue
                 }
                 if line.isEmpty {
@@ -384,12 +389,6 @@ public struct HTTPResponseParser {
         let done = try core.feed(bytes, isResponse: true) { status in
             head || (100..<200).contains(status) || status == 204 || status == 304
         }
-        if core.headerDone {
-            guard core.startLine[0].hasPrefix("HTTP/1."), let status = Int(core.startLine[1]),
-                  (100...599).contains(status), core.startLine[1].utf8.count == 3 else {
-                throw .malformed("bad status line '\(core.startLine.joined(separator: " ").prefix(80))'")
-            }
-        }
         return done ? response() : nil
     }
 
@@ -426,11 +425,6 @@ public struct HTTPRequestParser {
 
     public mutating func feed(_ bytes: UnsafeRawBufferPointer) throws(HTTPError) -> HTTPServerRequest? {
         let done = try core.feed(bytes, isResponse: false) { _ in false }
-        if core.headerDone {
-            guard core.startLine.count == 3, core.startLine[2].hasPrefix("HTTP/1.") else {
-                throw .malformed("bad request line")
-            }
-        }
         guard done else { return nil }
         return HTTPServerRequest(method: core.startLine[0], target: core.startLine[1], headers: core.headers, body: core.body)
     }
