@@ -58,6 +58,8 @@ let package = Package(
         .testTarget(name: "DTLSTests", dependencies: ["DTLS", "Wire", "CMbedTLS"]),
         .testTarget(name: "DevicesTests", dependencies: ["Devices", "Wire"]),
         .testTarget(name: "CLITests", dependencies: ["linnet"]),
+        .testTarget(name: "JSONTests", dependencies: ["JSON", "Wire"]),
+        .testTarget(name: "RTPTests", dependencies: ["RTP", "Wire"]),
     ],
     swiftLanguageModes: [.v6]
 )
