@@ -61,6 +61,8 @@ let package = Package(
         .testTarget(name: "SDPTests", dependencies: ["SDP", "Wire"], exclude: ["Fixtures"]),
         .testTarget(name: "ICETests", dependencies: ["ICE", "Wire"]),
         .testTarget(name: "SignalingTests", dependencies: ["Signaling", "Wire"]),
+        .testTarget(name: "JSONTests", dependencies: ["JSON", "Wire"]),
+        .testTarget(name: "RTPTests", dependencies: ["RTP", "Wire"]),
     ],
     swiftLanguageModes: [.v6]
 )

@@ -1,0 +1,365 @@
+import Wire
+
+/// A received packet handed to the decoder.
+public struct JitterPacket: Equatable, Sendable {
+    /// Extended sequence number (as given to `insert`).
+    public var sequence: Int64
+    public var timestamp: UInt32
+    public var payload: [UInt8]
+}
+
+/// What the decoder should do for the next frame.
+public enum JitterBufferOutput: Equatable, Sendable {
+    /// Decode this packet.
+    case packet(JitterPacket)
+    /// The packet for this frame is lost. When `useFECFromNext` is true the packet after
+    /// it is in the buffer (`nextPayload`): decode its in-band FEC (Opus `decode_fec`),
+    /// else conceal (PLC).
+    case lost(useFECFromNext: Bool)
+    /// Nothing to decode now: still buffering, a timestamp gap (DTX silence), an
+    /// underrun, or one frame inserted to absorb clock drift. Play comfort noise/PLC.
+    case empty
+}
+
+/// Counters for logs and tests.
+public struct JitterBufferCounters: Equatable, Sendable {
+    /// Packets stored.
+    public var inserted = 0
+    /// Arrived after their frame was played or declared lost.
+    public var late = 0
+    /// Same sequence number already in the buffer.
+    public var duplicate = 0
+    /// `.lost` outputs (= concealed + fec).
+    public var lost = 0
+    /// `.lost(useFECFromNext: false)`: the decoder must conceal.
+    public var concealed = 0
+    /// `.lost(useFECFromNext: true)`.
+    public var fec = 0
+    /// Oldest packets dropped because the buffer was full.
+    public var overflowDropped = 0
+    /// Payloads larger than the configured maximum, refused.
+    public var oversize = 0
+    /// Frames dropped (or silence shortened) to reduce delay during quiet periods.
+    public var driftDropped = 0
+    /// Frames inserted to add delay during quiet periods.
+    public var driftInserted = 0
+    /// Pops that found nothing at all to play (network stall or DTX silence).
+    public var starved = 0
+}
+
+/// Tuning of `JitterBuffer`.
+public struct JitterBufferConfiguration: Sendable {
+    /// Packets held at most; beyond that the oldest are dropped (counted).
+    public var capacity: Int
+    /// Largest payload accepted (Opus: 1275 bytes per frame, RFC 6716 §3.2.1).
+    public var maxPayloadBytes: Int
+    public var minDelay: Duration
+    public var maxDelay: Duration
+    public var clockRate: Int64
+    /// Frame length assumed until two consecutive packets show the real one.
+    public var defaultFrameTicks: Int64
+    /// Jitter is the largest lateness over the last one to two windows of this length.
+    public var window: Duration
+    /// At most one drift correction per interval.
+    public var adjustInterval: Duration
+
+    public init(capacity: Int = 64, maxPayloadBytes: Int = 1500, minDelay: Duration = .milliseconds(20),
+                maxDelay: Duration = .milliseconds(200), clockRate: Int64 = 48_000, defaultFrameTicks: Int64 = 960,
+                window: Duration = .seconds(2), adjustInterval: Duration = .seconds(1)) {
+        self.capacity = max(2, capacity)
+        self.maxPayloadBytes = maxPayloadBytes
+        self.minDelay = minDelay
+        self.maxDelay = max(minDelay, maxDelay)
+        self.clockRate = clockRate
+        self.defaultFrameTicks = defaultFrameTicks
+        self.window = window
+        self.adjustInterval = adjustInterval
+    }
+}
+
+/// Jitter buffer for received Opus packets: pure logic, no decoding.
+///
+/// Drive it with `insert` for every packet (extended sequence numbers from
+/// `RTPReceiveStatistics`) and `pop(now:quiet:)` once per frame the playback needs.
+///
+/// Policy:
+/// - **Playout clock.** Playout follows RTP timestamps: a packet is due when its
+///   timestamp reaches the playout position, which advances one frame per pop. A
+///   timestamp gap (DTX) yields `.empty` until the next packet is due. A missing packet
+///   is declared lost once its estimated timestamp is due and a later packet is in the
+///   buffer; `.lost(useFECFromNext:)` is true exactly when the packet right after it
+///   is present. Packets arriving after their frame went by are `late` and dropped.
+/// - **Delay.** Each packet's lateness is its transit time minus the smallest transit
+///   of the last one to two windows (the window minimum also follows clock drift).
+///   The target delay is the largest lateness over the same span plus one frame,
+///   clamped to [minDelay, maxDelay]: it grows at once when packets come late and
+///   shrinks a window or two after they stop.
+/// - **Reaching the target.** When the buffer runs dry it holds the playout position
+///   (a stall); the next packet then re-anchors playout `target` before its timestamp.
+///   So every talkspurt (and every recovery) starts at the current target delay.
+/// - **Clock drift.** Within a talkspurt the delay a packet actually waits (pop time
+///   minus its earliest possible arrival) is averaged. If it stays more than one frame
+///   above target the buffer drops one frame; more than one frame below, it inserts one
+///   (`.empty`). Both happen only when the caller says the audio is quiet (`quiet:`,
+///   from its level meter, or in a DTX gap) and at most once per `adjustInterval`, so
+///   speech is never cut or stretched.
+/// - **Memory.** A fixed ring of `capacity` slots, each payload at most
+///   `maxPayloadBytes`; a packet too far ahead pushes the oldest out (`overflowDropped`).
+public struct JitterBuffer: Sendable {
+    struct Slot: Sendable {
+        var sequence: Int64
+        var tsExt: Int64
+        var timestamp: UInt32
+        var payload: [UInt8]
+    }
+
+    public let configuration: JitterBufferConfiguration
+    public private(set) var counters = JitterBufferCounters()
+    var slots: [Slot?]
+
+    /// Sequence number of the next frame to play; nil before the first packet.
+    public private(set) var nextSequence: Int64? = nil
+    var playoutTs: Int64 = 0
+    var highestSequence: Int64 = 0
+    var highestTs: Int64 = 0
+    var referenceTimestamp: UInt32 = 0
+    var frameTicks: Int64
+    var stalled = false
+    var started = false
+
+    // Lateness windows (nanoseconds).
+    var windowStart: Instant? = nil
+    var minTransit: (current: Int64, previous: Int64) = (.max, .max)
+    var maxLateness: (current: Int64, previous: Int64) = (0, 0)
+    public private(set) var targetDelay: Duration
+
+    // Drift control.
+    var delayAverage: Int64? = nil      // nanoseconds, exponential average
+    var lastAdjust: Instant? = nil
+
+    public init(configuration: JitterBufferConfiguration = JitterBufferConfiguration()) {
+        self.configuration = configuration
+        slots = [Slot?](repeating: nil, count: configuration.capacity)
+        frameTicks = configuration.defaultFrameTicks
+        targetDelay = configuration.minDelay
+    }
+
+    var frameDuration: Duration { ticksToDuration(frameTicks) }
+
+    func ticksToDuration(_ t: Int64) -> Duration {
+        Duration(nanoseconds: t / configuration.clockRate * 1_000_000_000 + t % configuration.clockRate * 1_000_000_000 / configuration.clockRate)
+    }
+
+    func durationToTicks(_ d: Duration) -> Int64 {
+        d.nanoseconds / 1_000_000_000 * configuration.clockRate + d.nanoseconds % 1_000_000_000 * configuration.clockRate / 1_000_000_000
+    }
+
+    func index(_ seq: Int64) -> Int {
+        let c = Int64(configuration.capacity)
+        return Int(((seq % c) + c) % c)
+    }
+
+    func slot(_ seq: Int64) -> Slot? {
+        guard let s = slots[index(seq)], s.sequence == seq else { return nil }
+        return s
+    }
+
+    /// The payload of the packet after the one just reported lost (for FEC decoding),
+    /// without taking it out of the buffer.
+    public var nextPayload: [UInt8]? {
+        guard let n = nextSequence else { return nil }
+        return slot(n)?.payload
+    }
+
+    /// Audio buffered ahead of the playout position.
+    public var bufferedDuration: Duration {
+        guard let n = nextSequence, highestSequence >= n else { return .zero }
+        return ticksToDuration(max(0, highestTs + frameTicks - playoutTs))
+    }
+
+    // MARK: Insert
+
+    public mutating func insert(sequence seq: Int64, timestamp: UInt32, payload: UnsafeRawBufferPointer, arrival: Instant) {
+        guard payload.count <= configuration.maxPayloadBytes else {
+            counters.oversize += 1
+            return
+        }
+        // Extend the timestamp relative to the newest packet (wraps every 24.8 h at 48 kHz).
+        let tsExt: Int64
+        if nextSequence == nil {
+            tsExt = Int64(timestamp)
+        } else {
+            tsExt = highestTs + Int64(Int32(bitPattern: timestamp &- referenceTimestamp))
+        }
+        if let s = slot(seq), s.sequence == seq {
+            counters.duplicate += 1
+            return
+        }
+        measureLateness(tsExt: tsExt, arrival: arrival)
+
+        guard let next = nextSequence else {
+            nextSequence = seq
+            playoutTs = tsExt - durationToTicks(targetDelay)
+            store(seq: seq, tsExt: tsExt, timestamp: timestamp, payload: payload)
+            return
+        }
+        if seq < next {
+            // Before playout started a reordered early packet may still move the start.
+            let c = Int64(configuration.capacity)
+            if !started && next - seq < c && highestSequence - seq < c {
+                nextSequence = seq
+                playoutTs = min(playoutTs, tsExt - durationToTicks(targetDelay))
+                store(seq: seq, tsExt: tsExt, timestamp: timestamp, payload: payload)
+            } else {
+                counters.late += 1
+            }
+            return
+        }
+        let c = Int64(configuration.capacity)
+        if seq >= next + c {
+            // Full: drop the oldest to make room; playout resumes at the new head.
+            let newNext = seq - c + 1
+            var s = next
+            while s < newNext {
+                if slot(s) != nil {
+                    slots[index(s)] = nil
+                    counters.overflowDropped += 1
+                }
+                s += 1
+            }
+            nextSequence = newNext
+            if let head = slot(newNext) { playoutTs = max(playoutTs, head.tsExt) }
+        }
+        if stalled {
+            // Playout ran dry: start again `target` before this packet's frame (its
+            // timestamp minus the frames still missing before it).
+            let expectedNext = tsExt - (seq - nextSequence!) * frameTicks
+            playoutTs = max(playoutTs, expectedNext - durationToTicks(targetDelay))
+            stalled = false
+            delayAverage = nil
+        }
+        store(seq: seq, tsExt: tsExt, timestamp: timestamp, payload: payload)
+    }
+
+    public mutating func insert(sequence: Int64, timestamp: UInt32, payload: [UInt8], arrival: Instant) {
+        payload.withUnsafeBytes { insert(sequence: sequence, timestamp: timestamp, payload: $0, arrival: arrival) }
+    }
+
+    mutating func store(seq: Int64, tsExt: Int64, timestamp: UInt32, payload: UnsafeRawBufferPointer) {
+        slots[index(seq)] = Slot(sequence: seq, tsExt: tsExt, timestamp: timestamp, payload: Array(payload))
+        counters.inserted += 1
+        if seq >= highestSequence || counters.inserted == 1 {
+            highestSequence = seq
+            highestTs = tsExt
+            referenceTimestamp = timestamp
+        }
+        // Learn the frame length from a neighbour (10, 20, 40, 60 ms; ≤ 120 ms).
+        let limit = 120 * configuration.clockRate / 1000
+        if let before = slot(seq - 1), tsExt - before.tsExt > 0, tsExt - before.tsExt <= limit {
+            frameTicks = tsExt - before.tsExt
+        } else if let after = slot(seq + 1), after.tsExt - tsExt > 0, after.tsExt - tsExt <= limit {
+            frameTicks = after.tsExt - tsExt
+        }
+    }
+
+    /// Lateness = transit − the smallest transit of the last one to two windows.
+    mutating func measureLateness(tsExt: Int64, arrival: Instant) {
+        let transit = arrival.nanoseconds - ticksToDuration(tsExt).nanoseconds
+        if let start = windowStart {
+            if arrival - start >= configuration.window {
+                minTransit = (.max, minTransit.current)
+                maxLateness = (0, maxLateness.current)
+                windowStart = arrival
+            }
+        } else {
+            windowStart = arrival
+        }
+        minTransit.current = min(minTransit.current, transit)
+        let base = min(minTransit.current, minTransit.previous)
+        let lateness = max(0, transit - base)
+        maxLateness.current = max(maxLateness.current, lateness)
+        let wanted = Duration(nanoseconds: max(maxLateness.current, maxLateness.previous)) + frameDuration
+        targetDelay = min(max(wanted, configuration.minDelay), configuration.maxDelay)
+    }
+
+    // MARK: Pop
+
+    /// The next frame. Call once per frame period of the playback; `quiet` says the
+    /// recent output was low-level, which allows a drift correction.
+    public mutating func pop(now: Instant, quiet: Bool = false) -> JitterBufferOutput {
+        guard let next = nextSequence else { return .empty }
+        let wanted = quiet ? wantedAdjustment(now: now) : 0
+        if let p = slot(next) {
+            if p.tsExt > playoutTs {
+                // Not due yet: initial buffering or a DTX gap; silence is the cheapest
+                // place to drop or insert a frame.
+                if wanted != 0 { commitAdjustment(wanted, now: now) }
+                playoutTs += frameTicks * Int64(1 + wanted)
+                return .empty
+            }
+            if wanted < 0 {
+                commitAdjustment(wanted, now: now)
+                return .empty                          // insert one frame; nothing consumed
+            }
+            if wanted > 0, let following = slot(next + 1) {
+                // Drop this quiet frame and play the following one in its place.
+                commitAdjustment(wanted, now: now)
+                slots[index(next)] = nil
+                return deliver(following, now: now)
+            }
+            return deliver(p, now: now)
+        }
+        // The next packet is missing. Is there anything after it?
+        var q = next + 1
+        while q <= highestSequence && q < next + Int64(configuration.capacity) {
+            if let later = slot(q) {
+                let estimated = later.tsExt - (q - next) * frameTicks
+                playoutTs += frameTicks
+                if estimated + frameTicks > playoutTs { return .empty }   // its time has not come
+                nextSequence = next + 1
+                started = true
+                let fec = slot(next + 1) != nil
+                counters.lost += 1
+                if fec { counters.fec += 1 } else { counters.concealed += 1 }
+                return .lost(useFECFromNext: fec)
+            }
+            q += 1
+        }
+        // Nothing buffered: hold the playout position until packets come.
+        counters.starved += 1
+        stalled = true
+        return .empty
+    }
+
+    mutating func deliver(_ p: Slot, now: Instant) -> JitterBufferOutput {
+        slots[index(p.sequence)] = nil
+        nextSequence = p.sequence + 1
+        playoutTs = max(playoutTs, p.tsExt) + frameTicks
+        started = true
+        // How long this frame waited beyond its earliest possible arrival.
+        let base = min(minTransit.current, minTransit.previous)
+        if base != .max {
+            let waited = now.nanoseconds - ticksToDuration(p.tsExt).nanoseconds - base
+            delayAverage = delayAverage.map { $0 + (waited - $0) / 16 } ?? waited
+        }
+        return .packet(JitterPacket(sequence: p.sequence, timestamp: p.timestamp, payload: p.payload))
+    }
+
+    /// +1 to drop a frame, −1 to insert one, 0 to leave the delay alone.
+    func wantedAdjustment(now: Instant) -> Int {
+        guard !stalled, let average = delayAverage else { return 0 }
+        if let last = lastAdjust, now - last < configuration.adjustInterval { return 0 }
+        let frame = frameDuration.nanoseconds
+        let target = targetDelay.nanoseconds
+        if average > target + frame { return 1 }
+        if average < target - frame { return -1 }
+        return 0
+    }
+
+    mutating func commitAdjustment(_ direction: Int, now: Instant) {
+        lastAdjust = now
+        // The change is known: move the average with it rather than wait to re-measure.
+        if let average = delayAverage { delayAverage = average - Int64(direction) * frameDuration.nanoseconds }
+        if direction > 0 { counters.driftDropped += 1 } else { counters.driftInserted += 1 }
+    }
+}
