@@ -1,4 +1,554 @@
-/// Peer: one peer connection: RFC 7983 demultiplexing of STUN, DTLS and SRTP on one
-/// socket, the glue between the protocol cores, events and stats; offerer or answerer.
-/// (Contents arrive with issue 4.)
+/// Peer: one WebRTC peer connection, sans-IO: the glue between ICE, DTLS, SRTP, RTP
+/// and (issue 5) SCTP on one bundled transport.
+///
+/// Design decisions:
+/// - One 5-tuple for everything (BUNDLE and rtcp-mux): incoming datagrams are
+///   demultiplexed by their first byte (RFC 7983 §7): 0–3 STUN, 20–63 DTLS, 128–191
+///   RTP/RTCP (RTCP when the second byte is 192–223, RFC 5761 §4).
+/// - DTLS starts when ICE has a pair (the client) or is waiting from the moment the
+///   remote description is set (the server), so a peer whose ICE finishes first is
+///   never lost. Nothing is decrypted or sent on SRTP before the DTLS handshake has
+///   verified the peer's fingerprint and exported keys.
+/// - Offerer or answerer: the offer says `actpass`; the answer's `a=setup` decides
+///   (PROTOCOLS.md: every stack measured answers `active`, making us the DTLS server).
+/// - Media leaves as events: received Opus payloads go to the caller's jitter buffer
+///   and decoder; sending takes an encoded payload and does RTP + SRTP here.
 import Wire
+import SDP
+import ICE
+import DTLS
+import SRTP
+import RTP
+
+/// Why the connection cannot go on (or a call was refused), for the log.
+public enum PeerError: Error, Equatable, Sendable, CustomStringConvertible {
+    /// The remote description is unusable.
+    case sdp(SDPError)
+    /// The DTLS handshake failed (fingerprint mismatch, no SRTP profile…).
+    case dtls(DTLSError)
+    /// libsrtp could not be keyed.
+    case srtp(SRTPError)
+    /// Every candidate pair failed, or consent expired (RFC 7675).
+    case iceFailed
+    /// A call made in the wrong state (e.g. an answer before an offer).
+    case wrongState(String)
+    /// Randomness for credentials could not be drawn.
+    case random(DTLSError)
+
+    public var description: String {
+        switch self {
+        case .sdp(let e): return e.description
+        case .dtls(let e): return e.description
+        case .srtp(let e): return e.description
+        case .iceFailed: return "ICE failed: no path to the peer (or consent expired)"
+        case .wrongState(let s): return "peer: \(s)"
+        case .random(let e): return e.description
+        }
+    }
+}
+
+/// An Opus packet received from the peer, after SRTP and RTP.
+public struct ReceivedAudio: Equatable, Sendable {
+    /// Extended sequence number (RFC 3550 A.1).
+    public var sequence: Int64
+    public var timestamp: UInt32
+    public var marker: Bool
+    public var payload: [UInt8]
+    public var arrival: Instant
+}
+
+public enum PeerEvent: Equatable, Sendable {
+    case iceStateChanged(ICEState)
+    case selectedPairChanged(ICESelectedPair)
+    /// All local candidates are known (the offer/answer can be sent).
+    case gatheringComplete
+    /// DTLS finished with a verified peer: media can flow.
+    case connected
+    case audio(ReceivedAudio)
+    /// A DTLS application record (SCTP packet) for the data-channel layer.
+    case applicationData([UInt8])
+    case failed(PeerError)
+    case closed
+}
+
+public enum PeerOutput: Equatable, Sendable {
+    case transmit(bytes: [UInt8], from: SocketAddress, to: SocketAddress)
+    case event(PeerEvent)
+    case timeout(Instant)
+}
+
+/// Counters for stats lines and tests.
+public struct PeerStats: Equatable, Sendable {
+    public var rtpSent = 0
+    public var rtpBytesSent = 0
+    public var rtpReceived = 0
+    public var rtcpSent = 0
+    public var rtcpReceived = 0
+    /// SRTP/SRTCP packets that failed authentication or replay checks: dropped.
+    public var srtpDropped = 0
+    /// Datagrams that matched no protocol or failed to parse: dropped.
+    public var malformed = 0
+    /// Round-trip time from the peer's last report about our stream (RFC 3550 §6.4.1).
+    public var roundTripTime: Duration? = nil
+    /// The peer's view of our stream: fraction lost (0–255) and interarrival jitter (ticks).
+    public var remoteFractionLost: UInt8 = 0
+    public var remoteJitter: UInt32 = 0
+    /// Our view of the peer's stream.
+    public var packetsLost: Int64 = 0
+    public var jitter: UInt32 = 0
+}
+
+public enum PeerRole: Sendable { case offerer, answerer }
+
+public struct PeerConfiguration: Sendable {
+    /// The bound addresses of the UDP sockets, one per interface address.
+    public var hostAddresses: [SocketAddress]
+    public var ice: ICEConfig
+    public var opusPayloadType: UInt8 = 111
+    public var dataChannel = true
+    public var maxMessageSize: UInt64 = 262_144
+    /// How often RTCP reports go out (randomised ±50 %, RFC 3550 §6.3.5 spirit).
+    public var rtcpInterval: Duration = .seconds(1)
+
+    public init(hostAddresses: [SocketAddress], ice: ICEConfig = ICEConfig()) {
+        self.hostAddresses = hostAddresses
+        self.ice = ice
+    }
+}
+
+/// One peer connection. Drive contract: after `start(now:)` and every
+/// `handleInput`/`handleTimeout`/`sendAudio`, drain `pollOutput()` until `.timeout`.
+public final class Peer {
+    public let role: PeerRole
+    public let configuration: PeerConfiguration
+    let identity: Identity
+    let crypto: CryptoRandom
+    var ice: ICEAgent<SeededRandom>
+    var rng: SeededRandom
+    var dtls: DTLSConnection?
+    var outbound: SRTPContext?
+    var inbound: SRTPContext?
+    var sender: RTPSender
+    var receiveStats: RTPReceiveStatistics?
+    let cname: String
+    var negotiated: NegotiatedSession?
+    var localDescriptionText: String?
+    var sessionID: UInt64
+    var gathered: [Candidate] = []
+    public private(set) var gatheringComplete = false
+    var events: [PeerEvent] = []
+    var transmits: [(bytes: [UInt8], from: SocketAddress, to: SocketAddress)] = []
+    var pair: ICESelectedPair?
+    /// Where the last DTLS datagram came from (and arrived on): the server's reply path
+    /// when its ICE has not selected a pair yet.
+    var dtlsPath: (local: SocketAddress, remote: SocketAddress)?
+    var nextRTCP: Instant? = nil
+    var iceDeadline = Instant.distantFuture
+    public private(set) var stats = PeerStats()
+    public private(set) var connected = false
+    var closed = false
+    var scratch = [UInt8](repeating: 0, count: 1500)
+
+    /// - Parameters:
+    ///   - seed: seeds the generator for SSRC, sequence numbers, tie-breaker and
+    ///     transaction ids (from the system's CSPRNG in production, fixed in tests).
+    ///     ICE passwords come from `crypto`.
+    public init(role: PeerRole, configuration: PeerConfiguration, identity: Identity, crypto: CryptoRandom, seed: UInt64) throws(PeerError) {
+        self.role = role
+        self.configuration = configuration
+        self.identity = identity
+        self.crypto = crypto
+        var r = SeededRandom(seed: seed)
+        let credentials = try Peer.makeCredentials(crypto)
+        ice = ICEAgent(role: role == .offerer ? .controlling : .controlled, localCredentials: credentials,
+                       hostAddresses: configuration.hostAddresses, config: configuration.ice, rng: SeededRandom(seed: r.next()))
+        sender = RTPSender(payloadType: configuration.opusPayloadType, using: &r)
+        sessionID = r.next() >> 2
+        cname = Peer.token(&r, length: 16)
+        rng = r
+    }
+
+    /// ICE credentials with more than the 24 and 128 bits RFC 8445 §5.3 asks for, from
+    /// the cryptographic generator (the password authenticates every check).
+    static func makeCredentials(_ crypto: CryptoRandom) throws(PeerError) -> ICECredentials {
+        let alphabet = Array("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/".utf8)
+        let bytes: [UInt8]
+        do throws(DTLSError) { bytes = try crypto.bytes(8 + 24) } catch { throw .random(error) }
+        let ufrag = String(decoding: bytes[0..<8].map { alphabet[Int($0 & 63)] }, as: UTF8.self)
+        let pwd = String(decoding: bytes[8...].map { alphabet[Int($0 & 63)] }, as: UTF8.self)
+        return ICECredentials(ufrag: ufrag, password: pwd)
+    }
+
+    static func token(_ r: inout SeededRandom, length: Int) -> String {
+        let alphabet = Array("abcdefghijklmnopqrstuvwxyz0123456789".utf8)
+        var out: [UInt8] = []
+        for _ in 0..<length { out.append(alphabet[Int(r.next() % UInt64(alphabet.count))]) }
+        return String(decoding: out, as: UTF8.self)
+    }
+
+    public var iceState: ICEState { ice.state }
+    public var selectedPair: ICESelectedPair? { ice.selectedPair }
+    public var localSSRC: UInt32 { sender.ssrc }
+    public var negotiatedSession: NegotiatedSession? { negotiated }
+    public var iceStats: ICEStats { ice.stats }
+
+    // MARK: Signaling
+
+    /// Starts gathering (host candidates now, server-reflexive when a STUN server is
+    /// configured). Wait for `.gatheringComplete` (or a bounded time) before building
+    /// the description: no peer here trickles over HTTP (PROTOCOLS.md).
+    public func start(now: Instant) {
+        ice.start(now: now)
+        drainICE(now: now)
+    }
+
+    func local(setupOffer: Bool) -> LocalDescription {
+        let audio = LocalAudio(payloadType: negotiated?.opusPayloadType ?? configuration.opusPayloadType, ssrc: sender.ssrc,
+                               cname: cname, streamID: "linnet", trackID: "mic")
+        return LocalDescription(sessionID: sessionID, iceUfrag: ice.localCredentials.ufrag, icePwd: ice.localCredentials.password,
+                                fingerprints: [Fingerprint(algorithm: "sha-256", bytes: identity.fingerprint)],
+                                candidates: gathered.map { String($0.description.dropFirst("candidate:".count)) }, audio: audio,
+                                dataChannel: configuration.dataChannel ? LocalDataChannel(maxMessageSize: configuration.maxMessageSize) : nil)
+    }
+
+    /// Our offer (offerer), with every candidate gathered so far.
+    public func createOffer() throws(PeerError) -> String {
+        guard role == .offerer else { throw .wrongState("an answerer does not create offers") }
+        do throws(SDPError) {
+            let text = try SessionDescription.offer(local(setupOffer: true)).text
+            localDescriptionText = text
+            return text
+        } catch {
+            throw .sdp(error)
+        }
+    }
+
+    /// Applies the peer's answer to our offer.
+    public func setRemoteAnswer(_ text: String, now: Instant) throws(PeerError) {
+        guard role == .offerer, let offerText = localDescriptionText else { throw .wrongState("an answer before our offer") }
+        guard negotiated == nil else { throw .wrongState("the answer was already applied") }
+        do throws(SDPError) {
+            let offer = try SessionDescription.parse(offerText)
+            let answer = try SessionDescription.parse(text)
+            let n = try NegotiatedSession.negotiate(localOffer: offer, remoteAnswer: answer)
+            try apply(n, now: now)
+        } catch {
+            throw .sdp(error)
+        }
+    }
+
+    /// Answers the peer's offer (answerer): returns our answer. Call after gathering.
+    public func acceptOffer(_ text: String, now: Instant) throws(PeerError) -> String {
+        guard role == .answerer else { throw .wrongState("an offerer does not answer") }
+        guard negotiated == nil else { throw .wrongState("an offer was already answered") }
+        do throws(SDPError) {
+            let offer = try SessionDescription.parse(text)
+            // We take the DTLS client role toward an actpass offer: mbedtls 2.28 as a
+            // server cannot reassemble a fragmented ClientHello (PROTOCOLS.md).
+            let answer = try SessionDescription.answer(to: offer, local(setupOffer: false), role: .client)
+            let n = try NegotiatedSession.negotiate(remoteOffer: offer, localAnswer: answer)
+            try apply(n, now: now)
+            let out = answer.text
+            localDescriptionText = out
+            return out
+        } catch {
+            throw .sdp(error)
+        }
+    }
+
+    func apply(_ n: NegotiatedSession, now: Instant) throws(SDPError) {
+        negotiated = n
+        if n.opusPayloadType != sender.payloadType {
+            var r = rng
+            let replacement = RTPSender(payloadType: n.opusPayloadType, using: &r)
+            rng = r
+            sender = replacement
+        }
+        ice.setRemoteCredentials(ICECredentials(ufrag: n.remoteICEUfrag, password: n.remoteICEPwd), now: now)
+        for line in n.remoteCandidates {
+            if let c = try? Candidate(parsing: line), c.isUsable { _ = ice.addRemoteCandidate(c, now: now) }
+        }
+        if n.remoteEndOfCandidates { ice.setRemoteEndOfCandidates(now: now) }
+        let fingerprints = n.remoteFingerprints.compactMap { f -> CertificateFingerprint? in
+            CertificateFingerprint(hashName: f.algorithm, hex: Hex.encode(f.bytes))
+        }
+        let dtlsRole: DTLS.DTLSRole = n.localDTLSRole == .client ? .client : .server
+        do throws(DTLSError) {
+            let connection = try DTLSConnection(role: dtlsRole, identity: identity, random: crypto, remoteFingerprints: fingerprints)
+            dtls = connection
+            if dtlsRole == .server { connection.start(now: now) }
+        } catch {
+            fail(.dtls(error))
+        }
+        drainICE(now: now)
+    }
+
+    // MARK: Drive
+
+    public func handleInput(_ bytes: [UInt8], from: SocketAddress, local: SocketAddress, now: Instant) {
+        guard !closed, let first = bytes.first else { return }
+        switch first {
+        case 0...3:
+            ice.handleInput(bytes, from: from, local: local, now: now)
+            drainICE(now: now)
+        case 20...63:
+            guard let dtls else { stats.malformed += 1; return }
+            dtlsPath = (local, from)
+            dtls.handleInput(bytes, now: now)
+            drainDTLS(now: now)
+        case 128...191:
+            receiveSRTP(bytes, now: now)
+        default:
+            stats.malformed += 1
+        }
+    }
+
+    public func handleTimeout(now: Instant) {
+        guard !closed else { return }
+        if now >= iceDeadline {
+            ice.handleTimeout(now: now)
+            drainICE(now: now)
+        }
+        dtls?.handleTimeout(now: now)
+        drainDTLS(now: now)
+        if let t = nextRTCP, now >= t { sendRTCP(now: now) }
+    }
+
+    public func pollOutput() -> PeerOutput {
+        if !transmits.isEmpty {
+            let t = transmits.removeFirst()
+            return .transmit(bytes: t.bytes, from: t.from, to: t.to)
+        }
+        if !events.isEmpty { return .event(events.removeFirst()) }
+        var deadline = closed ? Instant.distantFuture : iceDeadline
+        if case .timeout(let t)? = dtlsTimeout { deadline = min(deadline, t) }
+        if let t = nextRTCP { deadline = min(deadline, t) }
+        return .timeout(deadline)
+    }
+
+    var dtlsTimeout: DTLSOutput? { dtls.map { _ in pendingDTLSTimeout } }
+    var pendingDTLSTimeout = DTLSOutput.timeout(.distantFuture)
+
+    /// Sends one encoded Opus frame of `samples` 48 kHz ticks (960 for 20 ms). Dropped
+    /// (not queued) before the connection is up: live audio that cannot go now is stale.
+    public func sendAudio(_ payload: UnsafeRawBufferPointer, samples: UInt32, now: Instant) {
+        guard connected, let outbound, let path = currentPath else {
+            sender.skip(samples: samples)
+            return
+        }
+        let result: Int? = scratch.withUnsafeMutableBytes { buffer in
+            guard let n = try? sender.packetize(payload: payload, samples: samples, now: now, into: buffer) else { return nil }
+            return try? outbound.protectRTP(buffer, length: n)
+        }
+        guard let length = result else { return }
+        stats.rtpSent += 1
+        stats.rtpBytesSent += length
+        transmits.append((Array(scratch[0..<length]), path.local, path.remote))
+    }
+
+    /// A frame that is not sent (mute with DTX, or nothing captured): RTP time moves on.
+    public func skipAudio(samples: UInt32) { sender.skip(samples: samples) }
+
+    /// Sends one DTLS application record (an SCTP packet).
+    public func sendApplicationData(_ data: [UInt8], now: Instant) throws(PeerError) {
+        guard let dtls else { throw .wrongState("no DTLS connection yet") }
+        do throws(DTLSError) { try dtls.send(data) } catch { throw .dtls(error) }
+        drainDTLS(now: now)
+    }
+
+    /// Ends the call: RTCP BYE, DTLS close_notify, ICE closed.
+    public func close(now: Instant) {
+        guard !closed else { return }
+        if connected, let outbound, let path = currentPath {
+            let length: Int? = scratch.withUnsafeMutableBytes { buffer in
+                guard let n = try? RTCP.writeGoodbye(RTCPGoodbye(ssrcs: [sender.ssrc]), into: buffer) else { return nil }
+                return try? outbound.protectRTCP(buffer, length: n)
+            }
+            if let length { transmits.append((Array(scratch[0..<length]), path.local, path.remote)) }
+        }
+        dtls?.close()
+        drainDTLS(now: now)
+        ice.close()
+        closed = true
+        nextRTCP = nil
+        events.append(.closed)
+    }
+
+    // MARK: Internals
+
+    var currentPath: (local: SocketAddress, remote: SocketAddress)? {
+        if let p = ice.selectedPair { return (p.local, p.remote) }
+        return dtlsPath
+    }
+
+    func drainICE(now: Instant) {
+        loop: while true {
+            switch ice.pollOutput() {
+            case .transmit(let bytes, let from, let to):
+                transmits.append((bytes, from, to))
+            case .event(let e):
+                handleICE(e, now: now)
+            case .timeout(let t):
+                iceDeadline = t
+                break loop
+            }
+        }
+    }
+
+    func handleICE(_ e: ICEEvent, now: Instant) {
+        switch e {
+        case .stateChanged(let s):
+            events.append(.iceStateChanged(s))
+            if s == .failed { fail(.iceFailed) }
+            if s == .connected, let dtls, dtls.role == .client, dtls.state == .new {
+                dtls.start(now: now)
+                drainDTLS(now: now)
+            }
+        case .localCandidate(let c):
+            gathered.append(c)
+        case .gatheringComplete:
+            gatheringComplete = true
+            events.append(.gatheringComplete)
+        case .selectedPairChanged(let p):
+            pair = p
+            events.append(.selectedPairChanged(p))
+        case .roleChanged:
+            break
+        }
+    }
+
+    func drainDTLS(now: Instant) {
+        guard let dtls else { return }
+        loop: while true {
+            let output = dtls.pollOutput()
+            switch output {
+            case .transmit(let bytes):
+                if let path = currentPath { transmits.append((bytes, path.local, path.remote)) }
+            case .event(let e):
+                switch e {
+                case .connected(let keys):
+                    do throws(SRTPError) {
+                        outbound = try SRTPContext(direction: .outbound, masterKey: keys.localKey, masterSalt: keys.localSalt)
+                        inbound = try SRTPContext(direction: .inbound, masterKey: keys.remoteKey, masterSalt: keys.remoteSalt)
+                        connected = true
+                        nextRTCP = now + .milliseconds(500)
+                        events.append(.connected)
+                    } catch {
+                        fail(.srtp(error))
+                    }
+                case .data(let d):
+                    events.append(.applicationData(d))
+                case .closed:
+                    if !closed {
+                        closed = true
+                        events.append(.closed)
+                    }
+                case .failed(let error):
+                    fail(.dtls(error))
+                }
+            case .timeout:
+                pendingDTLSTimeout = output
+                break loop
+            }
+        }
+    }
+
+    func fail(_ error: PeerError) {
+        guard !closed else { return }
+        closed = true
+        connected = false
+        nextRTCP = nil
+        events.append(.failed(error))
+    }
+
+    func receiveSRTP(_ bytes: [UInt8], now: Instant) {
+        guard connected, let inbound, bytes.count >= 12 else { stats.malformed += 1; return }
+        var packet = bytes
+        // RFC 5761 §4: with rtcp-mux, payload types 192–223 (the second byte,
+        // including the marker bit) are RTCP.
+        let isRTCP = (192...223).contains(bytes[1])
+        let length: Int
+        do throws(SRTPError) {
+            length = try packet.withMutableBytes { (raw: UnsafeMutableRawBufferPointer) throws(SRTPError) -> Int in
+                isRTCP ? try inbound.unprotectRTCP(raw, length: raw.count) : try inbound.unprotectRTP(raw, length: raw.count)
+            }
+        } catch {
+            stats.srtpDropped += 1
+            return
+        }
+        if isRTCP {
+            receiveRTCP(Array(packet[0..<length]), now: now)
+            return
+        }
+        guard let rtp = try? RTPPacket.parse(Array(packet[0..<length])) else { stats.malformed += 1; return }
+        guard rtp.header.payloadType == (negotiated?.opusPayloadType ?? sender.payloadType) else { return }
+        if receiveStats == nil || receiveStats?.ssrc != rtp.header.ssrc {
+            // One in-order packet validates the source: the SSRC was signalled in SDP and the
+            // packet passed SRTP authentication, so RFC 3550 A.1 probation would only lose audio.
+            receiveStats = RTPReceiveStatistics(ssrc: rtp.header.ssrc, minSequential: 1)
+        }
+        guard let extended = receiveStats?.received(sequence: rtp.header.sequenceNumber, timestamp: rtp.header.timestamp, arrival: now) else {
+            return
+        }
+        stats.rtpReceived += 1
+        let payload = Array(packet[rtp.payload])
+        events.append(.audio(ReceivedAudio(sequence: extended, timestamp: rtp.header.timestamp, marker: rtp.header.marker,
+                                           payload: payload, arrival: now)))
+    }
+
+    func receiveRTCP(_ bytes: [UInt8], now: Instant) {
+        guard let packets = try? RTCP.parseCompound(bytes) else { stats.malformed += 1; return }
+        stats.rtcpReceived += 1
+        for p in packets {
+            switch p {
+            case .senderReport(let sr):
+                receiveStats?.senderReportReceived(ntpTimestamp: sr.senderInfo.ntpTimestamp, arrival: now)
+                noteReports(sr.reports, now: now)
+            case .receiverReport(let rr):
+                noteReports(rr.reports, now: now)
+            default:
+                break
+            }
+        }
+    }
+
+    func noteReports(_ blocks: [RTCPReportBlock], now: Instant) {
+        for b in blocks where b.ssrc == sender.ssrc {
+            stats.remoteFractionLost = b.fractionLost
+            stats.remoteJitter = b.jitter
+            if b.lastSenderReport != 0, let rtt = NTPTime.roundTripTime(lastSenderReport: b.lastSenderReport,
+                                                                        delaySinceLastSenderReport: b.delaySinceLastSenderReport,
+                                                                        arrival: NTPTime.middle32(NTPTime.timestamp(now))) {
+                stats.roundTripTime = rtt
+            }
+        }
+    }
+
+    func sendRTCP(now: Instant) {
+        let jitter = Int64(rng.next() % 1000)
+        nextRTCP = now + configuration.rtcpInterval / 2 + configuration.rtcpInterval * jitter / 1000
+        guard connected, let outbound, let path = currentPath else { return }
+        var blocks: [RTCPReportBlock] = []
+        if var rs = receiveStats {
+            let block = rs.reportBlock(now: now)
+            receiveStats = rs
+            stats.packetsLost = Int64(block.cumulativeLost)
+            stats.jitter = block.jitter
+            blocks.append(block)
+        }
+        let length: Int? = scratch.withUnsafeMutableBytes { buffer in
+            let n: Int?
+            if sender.packetCount > 0 {
+                let sr = RTCPSenderReport(ssrc: sender.ssrc, senderInfo: sender.senderInfo(now: now), reports: blocks)
+                n = try? RTCP.writeSenderReport(sr, cname: cname, into: buffer)
+            } else {
+                n = try? RTCP.writeReceiverReport(RTCPReceiverReport(ssrc: sender.ssrc, reports: blocks), cname: cname, into: buffer)
+            }
+            guard let n else { return nil }
+            return try? outbound.protectRTCP(buffer, length: n)
+        }
+        guard let length else { return }
+        stats.rtcpSent += 1
+        transmits.append((Array(scratch[0..<length]), path.local, path.remote))
+    }
+}
