@@ -6,6 +6,12 @@ public struct JitterPacket: Equatable, Sendable {
     public var sequence: Int64
     public var timestamp: UInt32
     public var payload: [UInt8]
+
+    public init(sequence: Int64, timestamp: UInt32, payload: [UInt8]) {
+        self.sequence = sequence
+        self.timestamp = timestamp
+        self.payload = payload
+    }
 }
 
 /// What the decoder should do for the next frame.
