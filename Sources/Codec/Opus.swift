@@ -126,3 +126,11 @@ public final class OpusDecoder {
         return Int(n)
     }
 }
+
+/// Samples per channel at 48 kHz an Opus packet holds (RFC 6716 §3.1: from its TOC
+/// byte and frame count), or nil for a malformed packet.
+public func opusPacketSamples(_ packet: UnsafeRawBufferPointer) -> Int? {
+    guard let base = packet.baseAddress, packet.count > 0 else { return nil }
+    let n = opus_packet_get_nb_samples(base.assumingMemoryBound(to: UInt8.self), opus_int32(packet.count), 48_000)
+    return n > 0 ? Int(n) : nil
+}

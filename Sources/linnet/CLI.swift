@@ -42,9 +42,31 @@ struct Command: Sendable {
 
 enum CLI {
     static let commands: [Command] = [
-        Command(name: "run", synopsis: "run [options]", help: "The voice agent; what systemd starts.", run: nil),
+        Command(name: "run", synopsis: "run [options]", help: """
+            The voice agent; what systemd starts. One session with the provider:
+              --whip URL               WHIP endpoint (RFC 9725)
+              --backend URL --chat ID  the app backend's voice routes
+              --token-file FILE        bearer token (default $CREDENTIALS_DIRECTORY/token)
+              --input FILE.wav         the microphone from a file (any rate, mono or stereo)
+              --loop-input             start the file again at its end
+              --output FILE.wav        what would be played, to a file (48 kHz mono)
+              --seconds N              end the session cleanly after N seconds connected
+              --stun HOST:PORT         STUN server for server-reflexive candidates
+              --interfaces NAMES       comma list of interfaces to gather on
+              --log-level LEVEL        error, warn, info (default) or debug
+            """, run: { args in RunCommand.run(args) }),
         Command(name: "demo", synopsis: "demo [--seconds N]", help: "A whole call on this machine with a built-in answerer on loopback.", run: nil),
-        Command(name: "answer", synopsis: "answer --listen HOST:PORT [--mode echo|tone|file]", help: "Answer offers on the backend and WHIP routes.", run: nil),
+        Command(name: "answer", synopsis: "answer --listen HOST:PORT [--mode echo|tone]", help: """
+            Answers WebRTC offers as a provider would: WHIP (POST an application/sdp offer
+            to any path → 201 + Location; DELETE the location to end) and the app-backend
+            route (POST /voice/CHAT {"sdp": offer} → {"id", "sdp"}; POST
+            /voice/CHAT/ID/close → {"seconds"}). --mode echo sends back what it receives;
+            tone sends a 440 Hz tone. Prints READY <port> once listening.
+              --listen HOST:PORT   address to listen on (port 0: any free port)
+              --mode echo|tone     what to send (default echo)
+              --seconds N          stop after N seconds (default: until SIGINT/SIGTERM)
+              --log-level LEVEL    error, warn, info (default) or debug
+            """, run: { args in AnswerCommand.run(args) }),
         Command(name: "audio", synopsis: "audio --input F.wav --output F.wav [hook options]", help: "The audio pipeline with no network.", run: nil),
         Command(name: "devices", synopsis: "devices", help: """
             Capture and playback devices (ALSA PCM names, as --capture and --playback take

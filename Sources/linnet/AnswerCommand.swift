@@ -1,0 +1,296 @@
+// `linnet answer --listen HOST:PORT [--mode echo|tone]`: the built-in answerer. It
+// serves the WHIP route (RFC 9725) and the app-backend route of ARCHITECTURE.md
+// "Sessions", so `linnet run` and `linnet demo` have a provider on loopback, and a
+// board can act as an intercom peer.
+import CSystem
+import Wire
+import Platform
+import JSON
+import Signaling
+import DTLS
+import Codec
+import Peer
+
+enum AnswerMode: String {
+    case echo, tone
+}
+
+final class Answerer {
+    let loop: EventLoop
+    let mode: AnswerMode
+    let identity: Identity
+    let crypto: CryptoRandom
+    let addresses: [IPAddress]
+    var server: HTTPServer!
+    var sessions: [String: Session] = [:]
+    var nextID = 1
+    let maxSessions = 16
+
+    final class Session {
+        let id: String
+        let call: Call
+        let started: Instant
+        var tone: ToneSource?
+        var toneTimer: EventLoop.TimerID?
+        init(id: String, call: Call, started: Instant) {
+            self.id = id
+            self.call = call
+            self.started = started
+        }
+    }
+
+    init(loop: EventLoop, listen: SocketAddress, mode: AnswerMode, crypto: CryptoRandom) throws(CLIFailure) {
+        self.loop = loop
+        self.mode = mode
+        self.crypto = crypto
+        do throws(DTLSError) { identity = try Identity(random: crypto) } catch { throw CLIFailure(.software, error.description) }
+        // Listening on loopback means the peer is on this machine: gather on loopback
+        // only. On a wildcard address, every interface (loopback included); on a
+        // specific one, every non-loopback interface.
+        if listen.ip.isLoopback {
+            addresses = [listen.ip.isV4 ? .loopbackV4 : .loopbackV6]
+        } else {
+            addresses = gatherAddresses(includeLoopback: listen.ip.isUnspecified)
+        }
+        do throws(SystemError) {
+            server = try HTTPServer(loop: loop, listen: listen) { request, from, respond in
+                self.handle(request, respond: respond)
+            }
+        } catch {
+            throw CLIFailure(.unavailable, "cannot listen on \(listen): \(SystemError.message(error.code))")
+        }
+    }
+
+    var address: SocketAddress { server.address }
+
+    func handle(_ request: HTTPServerRequest, respond: @escaping (HTTPResponse) -> Void) {
+        let path = request.target.split(separator: "?", maxSplits: 1)[0]
+        let parts = path.split(separator: "/").map(String.init)
+        Log.debug("answer: \(request.method) \(request.target)")
+        switch (request.method, parts.count) {
+        case ("POST", 2) where parts[0] == "voice":
+            // Backend route: {"sdp": offer} → {"id", "sdp"}.
+            guard let json = try? JSONValue.parse(request.body), let offer = json["sdp"]?.string else {
+                respond(textResponse(400, "expected a JSON body {\"sdp\": \"…\"}"))
+                return
+            }
+            offerReceived(offer, respond: respond) { id, answer in
+                let body: JSONValue = ["id": .string(id), "sdp": .string(answer)]
+                return HTTPResponse(status: 200, headers: HTTPHeaders([("Content-Type", "application/json")]), body: body.serialized())
+            }
+        case ("POST", 4) where parts[0] == "voice" && parts[3] == "close":
+            guard let seconds = closeSession(parts[2]) else { respond(textResponse(404, "no such voice")); return }
+            let body: JSONValue = ["seconds": .number(JSONNumber(seconds))]
+            respond(HTTPResponse(status: 200, headers: HTTPHeaders([("Content-Type", "application/json")]), body: body.serialized()))
+        case ("POST", _):
+            // WHIP: the endpoint may be any path; the offer is the body.
+            guard request.headers["Content-Type"].map({ lowercasedASCII($0).hasPrefix("application/sdp") }) ?? false else {
+                respond(textResponse(415, "WHIP offers are application/sdp"))
+                return
+            }
+            let offer = String(decoding: request.body, as: UTF8.self)
+            offerReceived(offer, respond: respond) { id, answer in
+                HTTPResponse(status: 201, headers: HTTPHeaders([("Content-Type", "application/sdp"), ("Location", "/whip/\(id)")]),
+                             body: Array(answer.utf8))
+            }
+        case ("DELETE", 2) where parts[0] == "whip":
+            guard closeSession(parts[1]) != nil else { respond(textResponse(404, "no such session")); return }
+            respond(HTTPResponse(status: 200))
+        default:
+            respond(textResponse(405, "not a WHIP or voice route"))
+        }
+    }
+
+    func textResponse(_ status: Int, _ text: String) -> HTTPResponse {
+        HTTPResponse(status: status, headers: HTTPHeaders([("Content-Type", "text/plain")]), body: Array((text + "\n").utf8))
+    }
+
+    func offerReceived(_ offer: String, respond: @escaping (HTTPResponse) -> Void,
+                       success: @escaping (String, String) -> HTTPResponse) {
+        guard sessions.count < maxSessions else {
+            respond(textResponse(503, "too many calls"))
+            return
+        }
+        let id = "s\(nextID)"
+        nextID += 1
+        let call: Call
+        do throws(CallError) {
+            call = try Call(loop: loop, role: .answerer, addresses: addresses, stun: nil, identity: identity, crypto: crypto)
+        } catch {
+            respond(textResponse(500, error.description))
+            return
+        }
+        let session = Session(id: id, call: call, started: loop.now)
+        call.onEvent = { e in self.event(e, session) }
+        call.start()
+        call.whenGathered(timeout: .seconds(2)) {
+            do throws(PeerError) {
+                let answer = try call.peer.acceptOffer(offer, now: self.loop.now)
+                call.pump()
+                self.sessions[id] = session
+                Log.info("answer: session \(id) started (\(self.mode.rawValue))")
+                self.startMedia(session)
+                respond(success(id, answer))
+            } catch {
+                Log.warning("answer: refused an offer: \(error)")
+                call.close()
+                respond(self.textResponse(400, error.description))
+            }
+        }
+    }
+
+    func event(_ e: PeerEvent, _ s: Session) {
+        switch e {
+        case .iceStateChanged(let state): Log.info("answer: session \(s.id): ICE \(state)")
+        case .connected: Log.info("answer: session \(s.id): connected (DTLS-SRTP up)")
+        case .failed(let error):
+            Log.warning("answer: session \(s.id) failed: \(error)")
+            _ = closeSession(s.id)
+        case .closed:
+            if sessions[s.id] != nil {
+                Log.info("answer: session \(s.id) closed by the peer")
+                _ = closeSession(s.id)
+            }
+        default: break
+        }
+    }
+
+    func startMedia(_ s: Session) {
+        switch mode {
+        case .echo:
+            // Echo the encoded frames as they come: no decode or re-encode, so what
+            // returns is exactly what was sent (the caller's codec is what is tested).
+            s.call.onAudio = { audio in
+                let samples = audio.payload.withUnsafeBytes { opusPacketSamples($0) } ?? 960
+                s.call.sendAudio(audio.payload, samples: UInt32(samples))
+            }
+        case .tone:
+            guard let tone = try? ToneSource(frequency: 440, amplitude: 0.25) else { return }
+            s.tone = tone
+            scheduleTone(s, at: loop.now)
+        }
+    }
+
+    func scheduleTone(_ s: Session, at deadline: Instant) {
+        s.toneTimer = loop.schedule(at: deadline) {
+            guard self.sessions[s.id] != nil, let tone = s.tone else { return }
+            if let packet = tone.next() { s.call.sendAudio(packet, samples: 960) }
+            self.scheduleTone(s, at: deadline + .milliseconds(20))
+        }
+    }
+
+    /// Ends a session; returns its length in seconds, nil if unknown.
+    func closeSession(_ id: String) -> Int? {
+        guard let s = sessions.removeValue(forKey: id) else { return nil }
+        if let t = s.toneTimer { loop.cancel(t) }
+        s.call.close()
+        let seconds = Int((loop.now - s.started).milliseconds / 1000)
+        Log.info("answer: session \(id) ended after \(seconds) s")
+        return seconds
+    }
+
+    func closeAll() {
+        for id in Array(sessions.keys) { _ = closeSession(id) }
+    }
+}
+
+/// A sine tone as 20 ms Opus packets (48 kHz mono), for `--mode tone` and tests.
+final class ToneSource {
+    let encoder: OpusEncoder
+    var phase = 0.0
+    let step: Double
+    let amplitude: Double
+    var pcm = [Int16](repeating: 0, count: 960)
+    var packet = [UInt8](repeating: 0, count: 1275)
+
+    init(frequency: Double, amplitude: Double) throws(CodecError) {
+        encoder = try OpusEncoder(sampleRate: 48_000, channels: 1)
+        try encoder.setBitrate(32_000)
+        step = 2 * Double.pi * frequency / 48_000
+        self.amplitude = amplitude
+    }
+
+    func next() -> [UInt8]? {
+        for i in 0..<960 {
+            pcm[i] = Int16(amplitude * 32_767 * sin(phase))
+            phase += step
+            if phase > 2 * Double.pi { phase -= 2 * Double.pi }
+        }
+        let encoder = self.encoder
+        let n = try? pcm.withBuffer { (p: UnsafeBufferPointer<Int16>) throws(CodecError) in
+            try packet.withMutableBytes { (out: UnsafeMutableRawBufferPointer) throws(CodecError) in try encoder.encode(p, into: out) }
+        }
+        guard let n else { return nil }
+        return Array(packet[0..<n])
+    }
+}
+
+func lowercasedASCII(_ s: String) -> String {
+    String(decoding: s.utf8.map { $0 >= 65 && $0 <= 90 ? $0 + 32 : $0 }, as: UTF8.self)
+}
+
+/// An error the CLI reports and exits on.
+struct CLIFailure: Error {
+    let status: ExitStatus
+    let message: String
+    init(_ status: ExitStatus, _ message: String) {
+        self.status = status
+        self.message = message
+    }
+}
+
+enum AnswerCommand {
+    static func run(_ args: [String]) -> ExitStatus {
+        let options: Options
+        do throws(Options.Failure) {
+            options = try Options(args, valued: ["listen", "mode", "seconds", "log-level"])
+        } catch {
+            Log.error("answer: \(error.description)")
+            return .usage
+        }
+        if let level = options["log-level"] {
+            guard let l = LogLevel(name: level) else { Log.error("answer: --log-level must be error, warn, info or debug"); return .usage }
+            Log.level = l
+        }
+        guard let listenText = options["listen"], let listen = SocketAddress(listenText) else {
+            Log.error("answer: --listen HOST:PORT is required (e.g. 127.0.0.1:8080 or [::1]:8080)")
+            return .usage
+        }
+        guard let mode = AnswerMode(rawValue: options["mode"] ?? "echo") else {
+            Log.error("answer: --mode must be echo or tone")
+            return .usage
+        }
+        let seconds: Int
+        do throws(Options.Failure) { seconds = try options.int("seconds", default: 0, range: 0...31_536_000) } catch {
+            Log.error("answer: \(error.description)")
+            return .usage
+        }
+        do throws(CLIFailure) {
+            let signals: SignalSource
+            let loop: EventLoop
+            do throws(SystemError) {
+                signals = try SignalSource([SIGINT, SIGTERM])
+                loop = try EventLoop()
+            } catch {
+                throw CLIFailure(.software, error.description)
+            }
+            let crypto: CryptoRandom
+            do throws(DTLSError) { crypto = try CryptoRandom() } catch { throw CLIFailure(.software, error.description) }
+            let answerer = try Answerer(loop: loop, listen: listen, mode: mode, crypto: crypto)
+            loop.watch(fd: signals.fd) { _ in
+                if !signals.drain().isEmpty { loop.stop() }
+            }
+            if seconds > 0 { loop.schedule(after: .seconds(Int64(seconds))) { loop.stop() } }
+            Log.info("answer: listening on http://\(answerer.address) (WHIP: POST /whip; backend: POST /voice/CHAT), mode \(mode.rawValue)")
+            writeOut("READY \(answerer.address.port)\n")
+            do throws(SystemError) { try loop.run() } catch { throw CLIFailure(.software, error.description) }
+            answerer.closeAll()
+            // Let the closes (BYE, close_notify) leave before exiting.
+            try? loop.runOnce(maxWait: .zero)
+            return .ok
+        } catch {
+            Log.error("answer: \(error.message)")
+            return error.status
+        }
+    }
+}

@@ -1,0 +1,176 @@
+// One call's network side on the loop: a UDP socket per local address, the Peer, and
+// the timer that drives it. Media plugs in through `onAudio` and `sendAudio`.
+import CSystem
+import Wire
+import Platform
+import ICE
+import DTLS
+import Peer
+
+final class Call {
+    let loop: EventLoop
+    let peer: Peer
+    var sockets: [UDPSocket] = []
+    var sources: [EventLoop.SourceID] = []
+    var timer: EventLoop.TimerID?
+    var timerDeadline = Instant.distantFuture
+    var onEvent: (PeerEvent) -> Void = { _ in }
+    var onAudio: (ReceivedAudio) -> Void = { _ in }
+    var receiveBuffer = [UInt8](repeating: 0, count: 2048)
+    let started: Instant
+    var closed = false
+
+    /// Binds a UDP socket on each address (port 0: the kernel picks) and creates the peer.
+    init(loop: EventLoop, role: PeerRole, addresses: [IPAddress], stun: SocketAddress?,
+         identity: Identity, crypto: CryptoRandom) throws(CallError) {
+        self.loop = loop
+        started = loop.now
+        var bound: [SocketAddress] = []
+        for ip in addresses {
+            guard let s = try? UDPSocket(bind: SocketAddress(ip: ip, port: 0)) else { continue }
+            sockets.append(s)
+            bound.append(s.localAddress)
+        }
+        guard !bound.isEmpty else { throw .noAddresses }
+        var config = PeerConfiguration(hostAddresses: bound)
+        config.ice.stunServer = stun
+        var seed: UInt64 = 0
+        do throws(DTLSError) {
+            for b in try crypto.bytes(8) { seed = seed << 8 | UInt64(b) }
+        } catch {
+            throw .peer(.random(error))
+        }
+        do throws(PeerError) {
+            peer = try Peer(role: role, configuration: config, identity: identity, crypto: crypto, seed: seed)
+        } catch {
+            throw .peer(error)
+        }
+        for s in sockets {
+            sources.append(loop.watch(fd: s.fd) { _ in self.readable(s) })
+        }
+    }
+
+    deinit { shutdown() }
+
+    func start() {
+        peer.start(now: loop.now)
+        pump()
+    }
+
+    func readable(_ socket: UDPSocket) {
+        while !closed {
+            let got = try? receiveBuffer.withMutableBytes { (raw: UnsafeMutableRawBufferPointer) throws(SystemError) in
+                try socket.receive(into: raw)
+            }
+            guard let (n, from) = got ?? nil else { return }
+            peer.handleInput(Array(receiveBuffer[0..<n]), from: from, local: socket.localAddress, now: loop.now)
+            pump()
+        }
+    }
+
+    /// Sends one encoded frame (`samples` at 48 kHz).
+    func sendAudio(_ payload: [UInt8], samples: UInt32) {
+        payload.withUnsafeBytes { peer.sendAudio($0, samples: samples, now: loop.now) }
+        pump()
+    }
+
+    /// Drains the peer: datagrams out, events to the owner, the next deadline armed.
+    func pump() {
+        while true {
+            switch peer.pollOutput() {
+            case .transmit(let bytes, let from, let to):
+                guard let socket = sockets.first(where: { $0.localAddress == from }) else { continue }
+                // A send error (no route, unreachable) is what ICE and consent checks
+                // are there to notice; the datagram is simply lost.
+                _ = try? socket.send(bytes, to: to)
+            case .event(let e):
+                if case .audio(let a) = e { onAudio(a) } else { onEvent(e) }
+            case .timeout(let t):
+                arm(t)
+                return
+            }
+        }
+    }
+
+    func arm(_ deadline: Instant) {
+        guard deadline != timerDeadline else { return }
+        if let timer { loop.cancel(timer) }
+        timer = nil
+        timerDeadline = deadline
+        guard deadline < .distantFuture else { return }
+        timer = loop.schedule(at: deadline) {
+            self.timer = nil
+            self.timerDeadline = .distantFuture
+            self.peer.handleTimeout(now: self.loop.now)
+            self.pump()
+        }
+    }
+
+    /// Closes the peer (BYE, close_notify) and releases the sockets.
+    func close() {
+        guard !closed else { return }
+        peer.close(now: loop.now)
+        pump()
+        shutdown()
+    }
+
+    func shutdown() {
+        closed = true
+        for s in sources { loop.unwatch(s) }
+        sources = []
+        if let timer { loop.cancel(timer) }
+        timer = nil
+        sockets = []
+    }
+}
+
+enum CallError: Error, CustomStringConvertible {
+    case noAddresses
+    case peer(PeerError)
+
+    var description: String {
+        switch self {
+        case .noAddresses: return "no usable network address to gather candidates on (is the network up?)"
+        case .peer(let e): return e.description
+        }
+    }
+}
+
+/// The local addresses to gather on: every up interface, loopback only when asked
+/// (CLI.md --interfaces; tests and a loopback signaling host need it).
+func gatherAddresses(includeLoopback: Bool, only names: [String]? = nil) -> [IPAddress] {
+    var out: [IPAddress] = []
+    for i in Interfaces.list(includeLoopback: includeLoopback) {
+        if let names, !names.contains(i.name) { continue }
+        // Link-local IPv6 needs a scope on every send and no peer here uses it.
+        if i.address.isLinkLocal && !i.address.isV4 { continue }
+        if !out.contains(i.address) { out.append(i.address) }
+    }
+    return out
+}
+
+extension Call {
+    /// Runs `then` once gathering is complete, or after `timeout` with what there is
+    /// (a STUN server that does not answer must not hold the call up).
+    func whenGathered(timeout: Duration, then: @escaping () -> Void) {
+        if peer.gatheringComplete {
+            loop.schedule(after: .zero, then)
+            return
+        }
+        var done = false
+        let previous = onEvent
+        let timer = loop.schedule(after: timeout) {
+            guard !done else { return }
+            done = true
+            then()
+        }
+        onEvent = { e in
+            previous(e)
+            if case .gatheringComplete = e, !done {
+                done = true
+                self.loop.cancel(timer)
+                self.loop.schedule(after: .zero, then)
+            }
+        }
+    }
+}

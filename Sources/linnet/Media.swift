@@ -1,0 +1,172 @@
+// The loop-side media path of a call: 20 ms frames of 48 kHz mono PCM are encoded and
+// sent; received Opus goes through the jitter buffer and the decoder (with FEC and
+// concealment) to a sink. Sources and sinks are files here and the audio threads' rings
+// when devices are used.
+import Wire
+import Platform
+import Codec
+import RTP
+import Peer
+import Audio
+import Devices
+
+/// Where uplink PCM comes from: 20 ms of 48 kHz mono per call, or nil when nothing is
+/// available yet (the frame is then skipped: RTP time moves on).
+protocol FrameSource: AnyObject {
+    func nextFrame(into frame: inout [Int16]) -> Bool
+}
+
+/// Where decoded downlink PCM goes (20 ms of 48 kHz mono per call).
+protocol FrameSink: AnyObject {
+    func play(_ frame: [Int16])
+}
+
+/// A WAV file as the microphone, converted to 48 kHz mono once at start (files are
+/// small; the real-time path is the devices'). Loops or pads with silence at the end.
+final class WAVFrameSource: FrameSource {
+    let samples: [Int16]
+    var position = 0
+    let loop: Bool
+
+    init(path: String, loop: Bool) throws(CLIFailure) {
+        let reader: WAVReader
+        do throws(FileError) { reader = try WAVReader(path: path) } catch { throw CLIFailure(.dataError, "--input \(error)") }
+        var raw = [UInt8](repeating: 0, count: reader.remainingBytes)
+        let n: Int
+        do throws(FileError) {
+            n = try raw.withMutableBytes { (b: UnsafeMutableRawBufferPointer) throws(FileError) in try reader.read(into: b) }
+        } catch {
+            throw CLIFailure(.dataError, "--input \(error)")
+        }
+        do throws(AudioError) {
+            samples = try convertToPipeline(Array(raw[0..<n]), format: reader.format)
+        } catch {
+            throw CLIFailure(.dataError, "--input '\(path)': \(error)")
+        }
+        self.loop = loop
+    }
+
+    func nextFrame(into frame: inout [Int16]) -> Bool {
+        for i in 0..<frame.count {
+            if position >= samples.count {
+                if loop && !samples.isEmpty { position = 0 } else { frame[i] = 0; continue }
+            }
+            frame[i] = samples[position]
+            position += 1
+        }
+        return true
+    }
+}
+
+/// Writes downlink audio to a 16-bit 48 kHz mono WAV file.
+final class WAVFrameSink: FrameSink {
+    let writer: WAVWriter
+
+    init(path: String) throws(CLIFailure) {
+        do throws(FileError) { writer = try WAVWriter(path: path, sampleRate: 48_000, channels: 1) } catch {
+            throw CLIFailure(.config, "--output \(error)")
+        }
+    }
+
+    func play(_ frame: [Int16]) {
+        // A full disk loses audio in the file, not the call.
+        try? writer.write(frame)
+    }
+
+    func close() { try? writer.close() }
+}
+
+/// Counters for stats lines.
+struct MediaStats {
+    var framesSent = 0
+    var framesDecoded = 0
+    var concealed = 0
+    var fecRecovered = 0
+    var decodeErrors = 0
+}
+
+/// Encodes uplink frames and decodes downlink packets for one call.
+final class MediaPath {
+    let encoder: OpusEncoder
+    let decoder: OpusDecoder
+    var jitter = JitterBuffer()
+    var uplink = [Int16](repeating: 0, count: 960)
+    var downlink = [Int16](repeating: 0, count: 960)
+    var packet = [UInt8](repeating: 0, count: 1275)
+    var stats = MediaStats()
+    var receiving = false
+
+    init(bitrate: Int32 = 32_000) throws(CodecError) {
+        encoder = try OpusEncoder(sampleRate: 48_000, channels: 1)
+        try encoder.setBitrate(bitrate)
+        try encoder.setFEC(true, expectedLossPercent: 10)
+        decoder = try OpusDecoder(sampleRate: 48_000, channels: 1)
+    }
+
+    /// Encodes the next uplink frame from `source`; the packet to send, or nil.
+    func encodeNext(from source: FrameSource) -> [UInt8]? {
+        guard source.nextFrame(into: &uplink) else { return nil }
+        let encoder = self.encoder
+        let n = try? uplink.withBuffer { (p: UnsafeBufferPointer<Int16>) throws(CodecError) in
+            try packet.withMutableBytes { (out: UnsafeMutableRawBufferPointer) throws(CodecError) in try encoder.encode(p, into: out) }
+        }
+        guard let n else { return nil }
+        stats.framesSent += 1
+        return Array(packet[0..<n])
+    }
+
+    func received(_ audio: ReceivedAudio) {
+        receiving = true
+        jitter.insert(sequence: audio.sequence, timestamp: audio.timestamp, payload: audio.payload, arrival: audio.arrival)
+    }
+
+    /// One 20 ms playout step: the frame to play (decoded, FEC-recovered or concealed),
+    /// or nil before the first packet.
+    func playout(now: Instant) -> [Int16]? {
+        guard receiving else { return nil }
+        let decoder = self.decoder
+        func decode(_ payload: [UInt8]?, fec: Bool) -> Bool {
+            let n = try? downlink.withMutableBuffer { (out: UnsafeMutableBufferPointer<Int16>) throws(CodecError) -> Int in
+                if let payload {
+                    return try payload.withBytes { (b: UnsafeRawBufferPointer) throws(CodecError) in try decoder.decode(b, into: out, fec: fec) }
+                }
+                return try decoder.decode(nil, into: out)
+            }
+            return n != nil
+        }
+        switch jitter.pop(now: now) {
+        case .packet(let p):
+            if decode(p.payload, fec: false) { stats.framesDecoded += 1 } else {
+                stats.decodeErrors += 1
+                _ = decode(nil, fec: false)
+            }
+        case .lost(let useFEC):
+            if useFEC, let next = jitter.nextPayload, decode(next, fec: true) {
+                stats.fecRecovered += 1
+            } else {
+                _ = decode(nil, fec: false)
+                stats.concealed += 1
+            }
+        case .empty:
+            _ = decode(nil, fec: false)
+        }
+        return downlink
+    }
+}
+
+/// Converts raw WAV/device samples to the pipeline's 48 kHz mono Int16.
+func convertToPipeline(_ raw: [UInt8], format: WAVFormat) throws(AudioError) -> [Int16] {
+    let converter = try InputConverter(format: format.sampleFormat, channels: format.channels, mix: format.channels > 1 ? .average : .all)
+    let frames = raw.count / format.bytesPerFrame
+    var mono = [Int16](repeating: 0, count: frames)
+    _ = try raw.withBytes { (b: UnsafeRawBufferPointer) throws(AudioError) in
+        try mono.withMutableBuffer { (out: UnsafeMutableBufferPointer<Int16>) throws(AudioError) in try converter.convert(b, into: out) }
+    }
+    if format.sampleRate == 48_000 { return mono }
+    let resampler = try Resampler(inputRate: format.sampleRate, outputRate: .hz48000, channels: 1)
+    var out = [Int16](repeating: 0, count: resampler.maxOutputSamples(forInputFrames: frames) + 64)
+    let n = try mono.withBuffer { (input: UnsafeBufferPointer<Int16>) throws(AudioError) in
+        try out.withMutableBuffer { (o: UnsafeMutableBufferPointer<Int16>) throws(AudioError) in try resampler.process(input, into: o) }
+    }
+    return Array(out[0..<n])
+}
