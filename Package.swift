@@ -58,6 +58,8 @@ let package = Package(
         .testTarget(name: "DTLSTests", dependencies: ["DTLS", "Wire", "CMbedTLS"]),
         .testTarget(name: "DevicesTests", dependencies: ["Devices", "Wire"]),
         .testTarget(name: "CLITests", dependencies: ["linnet"]),
+        .target(name: "CAllocCounter", path: "Tests/CAllocCounter"),
+        .testTarget(name: "AudioTests", dependencies: ["Audio", "Wire", "CAllocCounter"]),
     ],
     swiftLanguageModes: [.v6]
 )

@@ -159,8 +159,10 @@ public final class GainHook: AudioHook, @unchecked Sendable {
 // MARK: - Automatic gain control
 
 struct AGCState {
-    /// Current gain, log2 of the amplitude ratio in Q16.
-    var gainLog2: Int32
+    /// Current gain, log2 of the amplitude ratio in Q24: the extra 8 bits below the Q16
+    /// the gain is made from keep the one-pole step from stalling a few Q16 units short
+    /// of the target (the step is error·k, k ≈ 0.02).
+    var gainLog2Q24: Int64
     var gain: FixedGain
 }
 
@@ -213,19 +215,22 @@ public final class AutomaticGainControl: AudioHook, @unchecked Sendable {
         attackQ15 = onePoleQ15(milliseconds: attackMilliseconds)
         releaseQ15 = onePoleQ15(milliseconds: releaseMilliseconds)
         state = .allocate(capacity: 1)
-        state.initialize(to: AGCState(gainLog2: 0, gain: .unity))
+        state.initialize(to: AGCState(gainLog2Q24: 0, gain: .unity))
     }
 
     deinit { state.deallocate() }
 
     /// The gain in effect, in dB (any thread may read it approximately; tests use it).
-    public var currentGainDB: Double { Double(state.pointee.gainLog2) / 65536 * 20 * ConfigMath.log10(2) }
+    public var currentGainDB: Double { Double(state.pointee.gainLog2Q24) / 16777216 * 20 * ConfigMath.log10(2) }
+    /// The per-frame attack and release coefficients as quantised (Q15 / 32768).
+    public var attackCoefficient: Double { Double(attackQ15) / 32768 }
+    public var releaseCoefficient: Double { Double(releaseQ15) / 32768 }
 
     #if RT_AUDIT
     @_noLocks
     #endif
     public func captureDidStart(_ format: AudioFormat) {
-        state.pointee = AGCState(gainLog2: 0, gain: .unity)
+        state.pointee = AGCState(gainLog2Q24: 0, gain: .unity)
     }
 
     #if RT_AUDIT
@@ -234,18 +239,18 @@ public final class AutomaticGainControl: AudioHook, @unchecked Sendable {
     public func process(_ samples: UnsafeMutableBufferPointer<Int16>, _ info: FrameInfo) -> HookVerdict {
         let frame = UnsafeMutableBufferPointer(rebasing: samples[0..<min(info.sampleCount, samples.count)])
         let e = energy(frame)
-        var g = state.pointee.gainLog2
+        var g = state.pointee.gainLog2Q24
         if e > 0 {
             let level = meanSquareLog2Q16(energy: e, count: frame.count)
             if level >= floorLog2 {
-                let wanted = min(max((targetLog2 &- level) &>> 1, minLog2), maxLog2)
-                let k = wanted < g ? attackQ15 : releaseQ15
-                g = g &+ Int32(truncatingIfNeeded: (Int64(wanted &- g) &* Int64(k)) &>> 15)
+                let wanted = Int64(min(max((targetLog2 &- level) &>> 1, minLog2), maxLog2)) &<< 8
+                let k = Int64(wanted < g ? attackQ15 : releaseQ15)
+                g = g &+ (((wanted &- g) &* k &+ 0x4000) &>> 15)
             }
         }
-        let newGain = FixedGain(log2Q16: g)
+        let newGain = FixedGain(log2Q16: Int32(truncatingIfNeeded: (g &+ 128) &>> 8))
         applyGainRamp(frame, channels: info.channels, from: state.pointee.gain, to: newGain)
-        state.pointee.gainLog2 = g
+        state.pointee.gainLog2Q24 = g
         state.pointee.gain = newGain
         return .pass
     }
