@@ -64,6 +64,8 @@ let package = Package(
         .testTarget(name: "PeerTests", dependencies: ["Peer", "ICE", "DTLS", "Wire"]),
         .testTarget(name: "JSONTests", dependencies: ["JSON", "Wire"]),
         .testTarget(name: "RTPTests", dependencies: ["RTP", "Wire"]),
+        .target(name: "CAllocCounter", path: "Tests/CAllocCounter"),
+        .testTarget(name: "AudioTests", dependencies: ["Audio", "Wire", "CAllocCounter"]),
     ],
     swiftLanguageModes: [.v6]
 )

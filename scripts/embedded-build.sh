@@ -47,7 +47,7 @@ embedded_lib=$toolchain/lib/swift/embedded/$target
 mapfile -t modules < <(swift package dump-package | python3 -c '
 import json, sys
 pkg = json.load(sys.stdin)
-targets = {t["name"]: t for t in pkg["targets"] if t["type"] in ("regular", "executable")}
+targets = {t["name"]: t for t in pkg["targets"] if t["type"] in ("regular", "executable") and not (t.get("path") or "").startswith("Tests/")}
 def deps(t):
     out = []
     for d in t["dependencies"]:

@@ -1,32 +1,13 @@
 import Wire
 
-/// Sample encodings Linnet reads from devices and files.
-public enum SampleFormat: Sendable, Equatable, CustomStringConvertible {
-    /// Signed 16-bit little-endian.
-    case s16
-    /// Signed 24-bit in the low three bytes of a 32-bit little-endian container (ALSA S24_LE).
-    case s24
-    /// Signed 24-bit packed in three little-endian bytes (ALSA S24_3LE, WAV 24-bit).
-    case s24Packed
-    /// Signed 32-bit little-endian (ALSA S32_LE; I2S MEMS microphones).
-    case s32
-
-    /// Bytes one sample occupies.
-    public var bytesPerSample: Int {
-        switch self {
-        case .s16: return 2
-        case .s24Packed: return 3
-        case .s24, .s32: return 4
-        }
-    }
-
+extension SampleFormat: CustomStringConvertible {
     /// ALSA's name for it, as `arecord -f` spells it.
     public var description: String {
         switch self {
-        case .s16: return "S16_LE"
-        case .s24: return "S24_LE"
-        case .s24Packed: return "S24_3LE"
-        case .s32: return "S32_LE"
+        case .s16LE: return "S16_LE"
+        case .s24LE: return "S24_LE"
+        case .s24_3LE: return "S24_3LE"
+        case .s32LE: return "S32_LE"
         }
     }
 }
@@ -125,9 +106,9 @@ public enum WAV {
         guard tag == 1 else { throw .unsupportedFormat(tag: tag, bitsPerSample: bits) }
         let sample: SampleFormat
         switch bits {
-        case 16: sample = .s16
-        case 24: sample = blockAlign == channels * 4 ? .s24 : .s24Packed
-        case 32: sample = .s32
+        case 16: sample = .s16LE
+        case 24: sample = blockAlign == channels * 4 ? .s24LE : .s24_3LE
+        case 32: sample = .s32LE
         default: throw .unsupportedFormat(tag: tag, bitsPerSample: bits)
         }
         guard (1...8).contains(channels), (8_000...192_000).contains(rate) else {
@@ -141,9 +122,9 @@ public enum WAV {
     }
 
     /// A 44-byte canonical PCM header for `dataLength` bytes of samples.
-    public static func header(sampleRate: Int, channels: Int, format: SampleFormat = .s16, dataLength: Int) -> [UInt8] {
+    public static func header(sampleRate: Int, channels: Int, format: SampleFormat = .s16LE, dataLength: Int) -> [UInt8] {
         var out = [UInt8](repeating: 0, count: 44)
-        let bits = format == .s24Packed ? 24 : format.bytesPerSample * 8
+        let bits = format == .s24_3LE ? 24 : format.bytesPerSample * 8
         let blockAlign = channels * format.bytesPerSample
         out.withUnsafeMutableBytes { raw in
             var w = ByteWriter(raw)

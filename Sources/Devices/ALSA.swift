@@ -84,20 +84,20 @@ public struct DeviceFormat: Sendable, Equatable, CustomStringConvertible {
 extension SampleFormat {
     var alsa: snd_pcm_format_t {
         switch self {
-        case .s16: return SND_PCM_FORMAT_S16_LE
-        case .s24: return SND_PCM_FORMAT_S24_LE
-        case .s24Packed: return SND_PCM_FORMAT_S24_3LE
-        case .s32: return SND_PCM_FORMAT_S32_LE
+        case .s16LE: return SND_PCM_FORMAT_S16_LE
+        case .s24LE: return SND_PCM_FORMAT_S24_LE
+        case .s24_3LE: return SND_PCM_FORMAT_S24_3LE
+        case .s32LE: return SND_PCM_FORMAT_S32_LE
         }
     }
 
-    static let all: [SampleFormat] = [.s16, .s32, .s24, .s24Packed]
+    static let all: [SampleFormat] = [.s16LE, .s32LE, .s24LE, .s24_3LE]
 }
 
 /// What to ask a device for.
 public struct PCMRequest: Sendable {
     /// Formats in order of preference; the first the device supports is used.
-    public var formats: [SampleFormat] = [.s16, .s32, .s24, .s24Packed]
+    public var formats: [SampleFormat] = [.s16LE, .s32LE, .s24LE, .s24_3LE]
     public var sampleRate: Int = 48_000
     /// Rates accepted when the device cannot do `sampleRate` (the resampler handles them).
     public var acceptedRates: [Int] = [48_000, 44_100, 16_000, 24_000, 32_000]
@@ -159,7 +159,7 @@ public final class PCM {
     /// The old S16-only form, kept for the selftest: S16_LE at `rate` with `channels`.
     public convenience init(device: String, stream: PCMStream, rate: UInt32, channels: UInt32) throws(ALSAError) {
         var request = PCMRequest()
-        request.formats = [.s16]
+        request.formats = [.s16LE]
         request.sampleRate = Int(rate)
         request.acceptedRates = [Int(rate)]
         request.channels = Int(channels)

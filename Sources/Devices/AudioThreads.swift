@@ -361,7 +361,7 @@ public final class PlaybackThread<Source: PlaybackSource> {
             }
         case .file(let path, let f, _):
             var f16 = f
-            f16.sampleFormat = .s16
+            f16.sampleFormat = .s16LE
             do throws(FileError) {
                 writer = try WAVWriter(path: path, sampleRate: f.sampleRate, channels: f.channels)
             } catch {

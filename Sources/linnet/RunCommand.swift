@@ -242,22 +242,21 @@ enum RunCommand {
         }
         let route: Route
         let signalingHost: String
-        do throws(HTTPError) {
-            if let whip = options["whip"] {
-                guard options["backend"] == nil else { throw HTTPError.badURL("use either --whip or --backend") }
-                let url = try HTTPURL(whip)
-                route = .whip(url)
-                signalingHost = url.host
-            } else if let backend = options["backend"] {
-                guard let chat = options["chat"], !chat.isEmpty else { throw CLIFailure(.usage, "--backend needs --chat ID") }
-                let url = try HTTPURL(backend)
-                route = .backend(base: url, chat: chat)
-                signalingHost = url.host
-            } else {
-                throw CLIFailure(.usage, "run needs a provider: --whip URL or --backend URL --chat ID")
-            }
-        } catch {
-            throw CLIFailure(.usage, error.description)
+        func url(_ text: String) throws(CLIFailure) -> HTTPURL {
+            do { return try HTTPURL(text) } catch { throw CLIFailure(.usage, error.description) }
+        }
+        if let whip = options["whip"] {
+            guard options["backend"] == nil else { throw CLIFailure(.usage, "use either --whip or --backend, not both") }
+            let u = try url(whip)
+            route = .whip(u)
+            signalingHost = u.host
+        } else if let backend = options["backend"] {
+            guard let chat = options["chat"], !chat.isEmpty else { throw CLIFailure(.usage, "--backend needs --chat ID") }
+            let u = try url(backend)
+            route = .backend(base: u, chat: chat)
+            signalingHost = u.host
+        } else {
+            throw CLIFailure(.usage, "run needs a provider: --whip URL or --backend URL --chat ID")
         }
         let seconds = try wrap { () throws(Options.Failure) in try options.int("seconds", default: 0, range: 0...31_536_000) }
         var token: String? = nil

@@ -57,7 +57,7 @@ func toneSamples(_ count: Int, frequency: Double = 440, rate: Double = 48_000, a
             pcm.mic { type file slave.pcm { type null } file "/dev/null" infile "\(infile)" format raw }
             """
         var request = PCMRequest()
-        request.formats = [.s16]
+        request.formats = [.s16LE]
         let pcm = try PCM(device: "mic", stream: .capture, request: request, configuration: config)
         #expect(pcm.format.sampleRate == 48_000 && pcm.format.channels == 1 && pcm.format.periodFrames == 480)
         // Read through the real-time thread code path with the opened PCM.
@@ -124,7 +124,7 @@ func toneSamples(_ count: Int, frequency: Double = 440, rate: Double = 48_000, a
         #expect(le32(4) == 36 + 2000 && le32(24) == 24_000 && le32(40) == 2000)
         #expect(data[22] == 2 && data[32] == 4 && data[34] == 16)
         let r = try WAVReader(path: path)
-        #expect(r.format == WAVFormat(sampleRate: 24_000, channels: 2, sampleFormat: .s16, dataOffset: 44, dataLength: 2000))
+        #expect(r.format == WAVFormat(sampleRate: 24_000, channels: 2, sampleFormat: .s16LE, dataOffset: 44, dataLength: 2000))
         var back = [Int16](repeating: 0, count: 1000)
         let n = try back.withMutableBytes { (raw: UnsafeMutableRawBufferPointer) throws(FileError) in try r.read(into: raw) }
         #expect(n == 2000 && back == samples)
@@ -140,7 +140,7 @@ func toneSamples(_ count: Int, frequency: Double = 440, rate: Double = 48_000, a
         bytes += [22, 0, 24, 0, 3, 0, 0, 0] + [1, 0] + [UInt8](repeating: 0, count: 14)
         bytes += Array("data".utf8) + [12, 0, 0, 0] + [UInt8](repeating: 0, count: 12)
         let f = try bytes.withBytes { (raw: UnsafeRawBufferPointer) throws(WAVError) in try WAV.parse(raw) }
-        #expect(f.sampleRate == 44_100 && f.channels == 2 && f.sampleFormat == .s24Packed && f.dataLength == 12)
+        #expect(f.sampleRate == 44_100 && f.channels == 2 && f.sampleFormat == .s24_3LE && f.dataLength == 12)
         #expect(f.dataOffset == bytes.count - 12)
     }
 

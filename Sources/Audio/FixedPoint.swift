@@ -1,0 +1,203 @@
+/// Fixed-point building blocks. Names say width and Q format (after Opus'
+/// `celt/fixed_generic.h`): `mul16x16Q15` multiplies two Q15 values into Q15.
+/// Hot loops use wrapping operators (`&*`, `&+`, `&>>`) with ranges argued in comments,
+/// and saturate with `min`/`max` before `Int16(truncatingIfNeeded:)`, which LLVM
+/// vectorises (`Int16(clamping:)` does not).
+
+/// Saturates a 32-bit value to 16 bits.
+@inline(__always)
+func saturate16(_ v: Int32) -> Int16 {
+    Int16(truncatingIfNeeded: min(max(v, -32768), 32767))
+}
+
+/// (a·b) >> 15 with rounding, for Q15 operands whose product fits in 32 bits.
+@inline(__always)
+func mul16x16Q15(_ a: Int32, _ b: Int32) -> Int32 {
+    (a &* b &+ 0x4000) &>> 15
+}
+
+/// (a·b) >> 30 with rounding, a and b Q30 or mixed such that the product fits in 64 bits.
+@inline(__always)
+func mul32x32Q30(_ a: Int64, _ b: Int64) -> Int64 {
+    (a &* b &+ (1 << 29)) &>> 30
+}
+
+/// A linear gain as a Q15 mantissa and a right shift: gain = mantissa / 2^shift.
+/// A mantissa in 16384…32768 keeps 15 bits of relative precision from −90 dB to +84 dB,
+/// and `sample · mantissa` always fits in 32 bits (|sample| ≤ 2^15, mantissa ≤ 2^15).
+public struct FixedGain: Sendable, Equatable {
+    /// 0…32768.
+    public var mantissa: Int32
+    /// 1…30.
+    public var shift: Int32
+
+    @inline(__always) init(mantissa: Int32, shift: Int32) {
+        self.mantissa = mantissa
+        self.shift = shift
+    }
+
+    public static let unity = FixedGain(mantissa: 32768, shift: 15)
+    public static let zero = FixedGain(mantissa: 0, shift: 15)
+
+    /// The nearest representable gain to `linear` (configuration time). Gains past 2^14
+    /// are clamped there, below 2^-16 they become zero.
+    public init(linear: Double) {
+        if !(linear > 0) { self = .zero; return }
+        // Find shift so that linear·2^shift ∈ [16384, 32768).
+        var shift: Int32 = 15
+        var scaled = linear * 32768
+        while scaled >= 32768 && shift > 1 { scaled /= 2; shift -= 1 }
+        while scaled < 16384 && shift < 30 { scaled *= 2; shift += 1 }
+        var m = scaled.rounded()
+        if m > 32768 { m = 32768 }
+        self.init(mantissa: Int32(m), shift: shift)
+        if scaled < 0.5 { self = .zero }
+    }
+
+    /// The gain 2^(log2Q16 / 65536): the exponent is a log2 in Q16 (±16 octaves).
+    /// Computed with a degree-5 polynomial for 2^f on [0, 1) (max error 1.1e-7,
+    /// coefficients in Q30), so no table and no floating point on the hot path.
+    @inline(__always)
+    public init(log2Q16 l: Int32) {
+        let e = l &>> 16                 // floor(log2 gain)
+        let f = Int64(l & 0xFFFF) &<< 14 // fraction in Q30
+        var p: Int64 = 2_034_857
+        p = mul32x32Q30(p, f) &+ 9_605_936
+        p = mul32x32Q30(p, f) &+ 59_982_717
+        p = mul32x32Q30(p, f) &+ 257_849_206
+        p = mul32x32Q30(p, f) &+ 744_269_102
+        p = mul32x32Q30(p, f) &+ 1_073_741_712 // 2^f in Q30, [2^30, 2^31)
+        // gain = 2^f·2^e = (p / 2^31)·2^(e+1) → mantissa = p >> 16 (16384…32768),
+        // shift = 14 − e.
+        let m = Int32(truncatingIfNeeded: (p &+ 0x8000) &>> 16)
+        let s = 14 &- e
+        if s < 1 {
+            self.init(mantissa: 32768, shift: 1)  // clamp at 2^14
+        } else if s > 30 {
+            self.init(mantissa: 0, shift: 15)
+        } else {
+            self.init(mantissa: m, shift: s)
+        }
+    }
+
+    /// The gain as a Double (for tests and readings).
+    public var linear: Double { Double(mantissa) / Double(Int64(1) << Int64(shift)) }
+}
+
+/// log2(x) in Q16 for x ≥ 1 (0 for x = 0), from the position of the top bit and a
+/// degree-5 polynomial for log2(1 + m) on [0, 1) (max error 1.5e-5, Q30 coefficients).
+@inline(__always)
+func log2Q16(_ x: UInt64) -> Int32 {
+    if x == 0 { return 0 }
+    let top = 63 &- x.leadingZeroBitCount
+    // Mantissa m ∈ [0, 1) in Q30.
+    let m: Int64
+    if top >= 30 {
+        m = Int64(truncatingIfNeeded: (x &>> UInt64(top &- 30))) & 0x3FFF_FFFF
+    } else {
+        m = Int64(truncatingIfNeeded: (x &<< UInt64(30 &- top))) & 0x3FFF_FFFF
+    }
+    var p: Int64 = 47_169_018
+    p = mul32x32Q30(p, m) &- 203_835_289
+    p = mul32x32Q30(p, m) &+ 441_916_496
+    p = mul32x32Q30(p, m) &- 759_410_736
+    p = mul32x32Q30(p, m) &+ 1_547_898_383
+    p = mul32x32Q30(p, m) &+ 15_413 // log2(1+m) in Q30
+    return Int32(truncatingIfNeeded: (Int64(top) &<< 16) &+ ((p &+ 0x2000) &>> 14))
+}
+
+/// Level measurements of a frame: the largest magnitude and the sum of squares.
+@inline(__always)
+func peakAndEnergy(_ s: UnsafeMutableBufferPointer<Int16>) -> (peak: Int32, energy: Int64) {
+    var peak: Int32 = 0
+    var energy: Int64 = 0
+    for v in s {
+        let x = Int32(v)
+        let a = x < 0 ? 0 &- x : x
+        peak = max(peak, a)
+        energy = energy &+ Int64(x &* x) // ≤ 2^30 per sample, 2^40 per 10 ms frame
+    }
+    return (peak, energy)
+}
+
+/// Sum of squares only (the AGC and the gate need no peak).
+@inline(__always)
+func energy(_ s: UnsafeMutableBufferPointer<Int16>) -> Int64 {
+    var energy: Int64 = 0
+    for v in s {
+        let x = Int32(v)
+        energy = energy &+ Int64(x &* x)
+    }
+    return energy
+}
+
+/// log2 of a frame's mean square in Q16 (full scale square wave = 30·65536); 0 for silence.
+@inline(__always)
+func meanSquareLog2Q16(energy: Int64, count: Int) -> Int32 {
+    if energy <= 0 || count <= 0 { return 0 }
+    // log2(E/n) = log2(E) − log2(n); E scaled by 2^8 so quiet frames keep precision.
+    return log2Q16(UInt64(energy) &<< 8) &- log2Q16(UInt64(count) &<< 8)
+}
+
+/// Multiplies every sample by a constant gain, rounding and saturating.
+@inline(__always)
+func applyGain(_ s: UnsafeMutableBufferPointer<Int16>, _ g: FixedGain) {
+    let m = g.mantissa
+    let shift = g.shift
+    let round = Int32(1) &<< (shift &- 1)
+    // |x·m| ≤ 2^15·2^15 = 2^30, + round ≤ 2^29: fits in Int32.
+    for i in s.indices {
+        s[i] = saturate16((Int32(s[i]) &* m &+ round) &>> shift)
+    }
+}
+
+/// Multiplies the frame by a gain moving linearly from `g0` to `g1`: the gain for
+/// sample frame i (all channels alike) is g0 + (g1 − g0)·(i + 1)/frames, so the ramp ends
+/// exactly on `g1`, the gain the next frame starts from.
+@inline(__always)
+func applyGainRamp(_ s: UnsafeMutableBufferPointer<Int16>, channels: Int, from g0: FixedGain, to g1: FixedGain) {
+    if g0 == g1 {
+        if g0 != .unity { applyGain(s, g0) }
+        return
+    }
+    let frames = s.count / channels
+    if frames == 0 { return }
+    // One shift for the whole ramp: the smaller one (the larger gain's exponent).
+    let shift = min(g0.shift, g1.shift)
+    let m0 = g0.mantissa &>> (g0.shift &- shift)
+    let m1 = g1.mantissa &>> (g1.shift &- shift)
+    let round = Int32(1) &<< (shift &- 1)
+    // Mantissa in Q8 so the step keeps fractional precision: 32768·256 = 2^23.
+    let step = ((m1 &- m0) &<< 8) / Int32(frames)
+    let last = m1 &<< 8
+    var acc = m0 &<< 8
+    var i = 0
+    if channels == 1 {
+        for f in 0..<frames {
+            acc = (f == frames &- 1) ? last : acc &+ step
+            let m = acc &>> 8
+            s[f] = saturate16((Int32(s[f]) &* m &+ round) &>> shift)
+        }
+        return
+    }
+    for f in 0..<frames {
+        acc = (f == frames &- 1) ? last : acc &+ step
+        let m = acc &>> 8
+        for _ in 0..<channels {
+            s[i] = saturate16((Int32(s[i]) &* m &+ round) &>> shift)
+            i &+= 1
+        }
+    }
+}
+
+/// Zeroes a frame.
+@inline(__always)
+func zeroFrame(_ s: UnsafeMutableBufferPointer<Int16>) {
+    if let base = s.baseAddress { UnsafeMutableRawPointer(base).initializeMemory(as: UInt8.self, repeating: 0, count: s.count &* 2) }
+}
+
+/// Copies `count` samples (memmove semantics; a plain byte copy, no element assignment).
+@inline(__always)
+func copySamples(_ dst: UnsafeMutablePointer<Int16>, _ src: UnsafePointer<Int16>, _ count: Int) {
+    UnsafeMutableRawPointer(dst).copyMemory(from: UnsafeRawPointer(src), byteCount: count &* 2)
+}

@@ -1,0 +1,526 @@
+import Synchronization
+import Wire
+
+// Built-in hooks. Each keeps its hot state behind an `UnsafeMutablePointer` (no
+// exclusivity checks, no ARC on the audio thread) and computes its coefficients at
+// configuration time, for every pipeline rate at once, so `process` only selects.
+// Frames are 10 ms, so per-frame time constants do not depend on the rate.
+
+/// log2 of a mean square in Q16 for a level in dBFS (0 dBFS = full-scale square wave,
+/// mean square 2^30): log2 ms = dB / (10·log10 2) + 30.
+func meanSquareLog2Q16(dBFS: Double) -> Int32 {
+    Int32((dBFS / (10 * ConfigMath.log10(2)) + 30) * 65536)
+}
+
+/// log2 of an amplitude ratio in Q16 for a gain in dB.
+func amplitudeLog2Q16(dB: Double) -> Int32 {
+    Int32((dB / (20 * ConfigMath.log10(2)) * 65536).rounded())
+}
+
+/// A per-frame one-pole coefficient in Q15 for a time constant in milliseconds.
+func onePoleQ15(milliseconds: Double) -> Int32 {
+    Int32((ConfigMath.onePole(tauMilliseconds: milliseconds, frameMilliseconds: 10) * 32768).rounded())
+}
+
+// MARK: - DC removal / high-pass
+
+/// First-order high-pass filter (DC removal), bilinear transform of an analog one-pole
+/// high-pass: y[n] = p·y[n−1] + b·(x[n] − x[n−1]) with p = (1 − tan(πfc/fs))/(1 + tan(πfc/fs)),
+/// b = (1 + p)/2, so the response is exactly −3 dB at the cutoff and 1 at Nyquist.
+/// p and b are Q30; the state y keeps 12 fractional bits (Q12) so rounding noise
+/// recirculated by the pole (gain 1/(1−p), ~400 at 20 Hz/48 kHz) stays far below 1 LSB.
+public final class HighPassFilter: AudioHook, @unchecked Sendable {
+    public let cutoffHz: Double
+    /// Q30 (p, b) for 16, 24 and 48 kHz.
+    private let coefficients: UnsafeMutablePointer<(Int64, Int64)>
+    /// Per channel: previous input, and output in Q12.
+    private let xPrev: UnsafeMutablePointer<Int32>
+    private let yQ12: UnsafeMutablePointer<Int64>
+
+    /// - cutoffHz: 1…1000 Hz (default 20 Hz: DC and subsonic rumble).
+    public init(cutoffHz: Double = 20) throws(AudioError) {
+        try checkRange(.cutoffHz, cutoffHz, 1, 1000)
+        self.cutoffHz = cutoffHz
+        coefficients = .allocate(capacity: 3)
+        for rate in SampleRate.allCases {
+            let (p, b) = HighPassFilter.design(cutoffHz: cutoffHz, sampleRate: Double(rate.hertz))
+            (coefficients + rate.index).initialize(to: (Int64((p * 1073741824).rounded()), Int64((b * 1073741824).rounded())))
+        }
+        xPrev = .allocate(capacity: AudioFormat.maxChannels)
+        xPrev.initialize(repeating: 0, count: AudioFormat.maxChannels)
+        yQ12 = .allocate(capacity: AudioFormat.maxChannels)
+        yQ12.initialize(repeating: 0, count: AudioFormat.maxChannels)
+    }
+
+    deinit {
+        coefficients.deallocate()
+        xPrev.deallocate()
+        yQ12.deallocate()
+    }
+
+    /// The exact (Double) coefficients (p, b), for reference implementations.
+    public static func design(cutoffHz: Double, sampleRate: Double) -> (p: Double, b: Double) {
+        let t = ConfigMath.tan(ConfigMath.pi * cutoffHz / sampleRate)
+        let p = (1 - t) / (1 + t)
+        return (p, (1 + p) / 2)
+    }
+
+    #if RT_AUDIT
+    @_noLocks
+    #endif
+    public func captureDidStart(_ format: AudioFormat) {
+        for c in 0..<AudioFormat.maxChannels {
+            xPrev[c] = 0
+            yQ12[c] = 0
+        }
+    }
+
+    #if RT_AUDIT
+    @_noLocks
+    #endif
+    public func process(_ samples: UnsafeMutableBufferPointer<Int16>, _ info: FrameInfo) -> HookVerdict {
+        let (p, b) = coefficients[info.sampleRate.index]
+        let channels = info.channels
+        let n = min(info.sampleCount, samples.count)
+        for c in 0..<channels {
+            var xp = xPrev[c]
+            var y = yQ12[c]
+            var i = c
+            while i < n {
+                let x = Int32(samples[i])
+                // |y| < 2^29 (Q12 of ≤ 2^17), |x − xp| ≤ 2^16: both products < 2^60.
+                let acc = p &* y &+ b &* (Int64(x &- xp) &<< 12)
+                y = (acc &+ (1 << 29)) &>> 30
+                xp = x
+                samples[i] = saturate16(Int32(truncatingIfNeeded: (y &+ 2048) &>> 12))
+                i &+= channels
+            }
+            xPrev[c] = xp
+            yQ12[c] = y
+        }
+        return .pass
+    }
+}
+
+// MARK: - Gain
+
+/// A constant gain in dB (−40…+40), changeable from any thread while audio runs; a
+/// change ramps over one frame.
+public final class GainHook: AudioHook, @unchecked Sendable {
+    /// The requested gain packed as mantissa << 8 | shift.
+    private let requested: Atomic<Int>
+    private let current: UnsafeMutablePointer<FixedGain>
+
+    public init(gainDB: Double = 0) throws(AudioError) {
+        try checkRange(.gainDB, gainDB, -40, 40)
+        let g = FixedGain(linear: ConfigMath.dbToLinear(gainDB))
+        requested = Atomic<Int>(GainHook.pack(g))
+        current = .allocate(capacity: 1)
+        current.initialize(to: g)
+    }
+
+    deinit { current.deallocate() }
+
+    /// Sets the gain (any thread); the audio thread ramps to it over the next frame.
+    public func setGain(dB: Double) throws(AudioError) {
+        try checkRange(.gainDB, dB, -40, 40)
+        requested.store(GainHook.pack(FixedGain(linear: ConfigMath.dbToLinear(dB))), ordering: .relaxed)
+    }
+
+    /// The gain in effect as a linear factor (as quantised).
+    public var gain: FixedGain { GainHook.unpack(requested.load(ordering: .relaxed)) }
+
+    static func pack(_ g: FixedGain) -> Int { Int(g.mantissa) &<< 8 | Int(g.shift) }
+    @inline(__always) static func unpack(_ v: Int) -> FixedGain {
+        FixedGain(mantissa: Int32(truncatingIfNeeded: v &>> 8), shift: Int32(truncatingIfNeeded: v & 0xFF))
+    }
+
+    #if RT_AUDIT
+    @_noLocks
+    #endif
+    public func captureDidStart(_ format: AudioFormat) {
+        let v = requested.load(ordering: .relaxed)
+        current.pointee = FixedGain(mantissa: Int32(truncatingIfNeeded: v &>> 8), shift: Int32(truncatingIfNeeded: v & 0xFF))
+    }
+
+    #if RT_AUDIT
+    @_noLocks
+    #endif
+    public func process(_ samples: UnsafeMutableBufferPointer<Int16>, _ info: FrameInfo) -> HookVerdict {
+        let v = requested.load(ordering: .relaxed)
+        let target = FixedGain(mantissa: Int32(truncatingIfNeeded: v &>> 8), shift: Int32(truncatingIfNeeded: v & 0xFF))
+        let frame = UnsafeMutableBufferPointer(rebasing: samples[0..<min(info.sampleCount, samples.count)])
+        applyGainRamp(frame, channels: info.channels, from: current.pointee, to: target)
+        current.pointee = target
+        return .pass
+    }
+}
+
+// MARK: - Automatic gain control
+
+struct AGCState {
+    /// Current gain, log2 of the amplitude ratio in Q24: the extra 8 bits below the Q16
+    /// the gain is made from keep the one-pole step from stalling a few Q16 units short
+    /// of the target (the step is error·k, k ≈ 0.02).
+    var gainLog2Q24: Int64
+    var gain: FixedGain
+}
+
+/// Automatic gain control towards a target RMS level, in the log domain.
+///
+/// Once per frame: the frame's mean square → log2 (Q16); if the level is above the noise
+/// floor, the wanted gain is (target − level)/2 in log2-amplitude units, clamped to the
+/// gain range; the gain moves towards it by a one-pole step per frame, with the attack
+/// coefficient when the gain must fall (too loud) and the release one when it may rise.
+/// Below the noise floor the gain holds, so pauses are not pumped up. The new gain
+/// (2^x by polynomial) is applied as a linear ramp from the previous frame's gain.
+public final class AutomaticGainControl: AudioHook, @unchecked Sendable {
+    public let targetDBFS: Double
+    public let attackMilliseconds: Double
+    public let releaseMilliseconds: Double
+    public let maxGainDB: Double
+    public let minGainDB: Double
+    public let noiseFloorDBFS: Double
+    private let targetLog2: Int32
+    private let floorLog2: Int32
+    private let maxLog2: Int32
+    private let minLog2: Int32
+    private let attackQ15: Int32
+    private let releaseQ15: Int32
+    private let state: UnsafeMutablePointer<AGCState>
+
+    /// - targetDBFS: −40…−3 (RMS; a full-scale sine is −3.01).
+    /// - attackMilliseconds: 1…2000, time constant of gain decrease.
+    /// - releaseMilliseconds: 10…10000, time constant of gain increase.
+    /// - maxGainDB: 0…40; minGainDB: −40…0.
+    /// - noiseFloorDBFS: −90…−20; quieter frames leave the gain alone.
+    public init(targetDBFS: Double = -18, attackMilliseconds: Double = 20, releaseMilliseconds: Double = 400,
+                maxGainDB: Double = 24, minGainDB: Double = -12, noiseFloorDBFS: Double = -60) throws(AudioError) {
+        try checkRange(.targetDBFS, targetDBFS, -40, -3)
+        try checkRange(.attackMilliseconds, attackMilliseconds, 1, 2000)
+        try checkRange(.releaseMilliseconds, releaseMilliseconds, 10, 10000)
+        try checkRange(.maxGainDB, maxGainDB, 0, 40)
+        try checkRange(.minGainDB, minGainDB, -40, 0)
+        try checkRange(.noiseFloorDBFS, noiseFloorDBFS, -90, -20)
+        self.targetDBFS = targetDBFS
+        self.attackMilliseconds = attackMilliseconds
+        self.releaseMilliseconds = releaseMilliseconds
+        self.maxGainDB = maxGainDB
+        self.minGainDB = minGainDB
+        self.noiseFloorDBFS = noiseFloorDBFS
+        targetLog2 = meanSquareLog2Q16(dBFS: targetDBFS)
+        floorLog2 = meanSquareLog2Q16(dBFS: noiseFloorDBFS)
+        maxLog2 = amplitudeLog2Q16(dB: maxGainDB)
+        minLog2 = amplitudeLog2Q16(dB: minGainDB)
+        attackQ15 = onePoleQ15(milliseconds: attackMilliseconds)
+        releaseQ15 = onePoleQ15(milliseconds: releaseMilliseconds)
+        state = .allocate(capacity: 1)
+        state.initialize(to: AGCState(gainLog2Q24: 0, gain: .unity))
+    }
+
+    deinit { state.deallocate() }
+
+    /// The gain in effect, in dB (any thread may read it approximately; tests use it).
+    public var currentGainDB: Double { Double(state.pointee.gainLog2Q24) / 16777216 * 20 * ConfigMath.log10(2) }
+    /// The per-frame attack and release coefficients as quantised (Q15 / 32768).
+    public var attackCoefficient: Double { Double(attackQ15) / 32768 }
+    public var releaseCoefficient: Double { Double(releaseQ15) / 32768 }
+
+    #if RT_AUDIT
+    @_noLocks
+    #endif
+    public func captureDidStart(_ format: AudioFormat) {
+        state.pointee = AGCState(gainLog2Q24: 0, gain: .unity)
+    }
+
+    #if RT_AUDIT
+    @_noLocks
+    #endif
+    public func process(_ samples: UnsafeMutableBufferPointer<Int16>, _ info: FrameInfo) -> HookVerdict {
+        let frame = UnsafeMutableBufferPointer(rebasing: samples[0..<min(info.sampleCount, samples.count)])
+        let e = energy(frame)
+        var g = state.pointee.gainLog2Q24
+        if e > 0 {
+            let level = meanSquareLog2Q16(energy: e, count: frame.count)
+            if level >= floorLog2 {
+                let wanted = Int64(min(max((targetLog2 &- level) &>> 1, minLog2), maxLog2)) &<< 8
+                let k = Int64(wanted < g ? attackQ15 : releaseQ15)
+                g = g &+ (((wanted &- g) &* k &+ 0x4000) &>> 15)
+            }
+        }
+        let newGain = FixedGain(log2Q16: Int32(truncatingIfNeeded: (g &+ 128) &>> 8))
+        applyGainRamp(frame, channels: info.channels, from: state.pointee.gain, to: newGain)
+        state.pointee.gainLog2Q24 = g
+        state.pointee.gain = newGain
+        return .pass
+    }
+}
+
+// MARK: - Noise gate
+
+struct GateState {
+    var gainQ15: Int32
+    var holdLeft: Int
+}
+
+/// Noise gate: open (unity) while the frame RMS is at or above the threshold and for
+/// `hold` after it falls below, then the gain decays exponentially with the release
+/// time constant to zero. Opening takes one frame (a ramp up). Gain changes are ramped
+/// across the frame. A fully closed frame returns `.silence`.
+public final class NoiseGate: AudioHook, @unchecked Sendable {
+    public let thresholdDBFS: Double
+    public let holdMilliseconds: Double
+    public let releaseMilliseconds: Double
+    private let thresholdLog2: Int32
+    private let holdFrames: Int
+    /// e^(−10 ms/τ) in Q15: the gain kept per frame while releasing.
+    private let keepQ15: Int32
+    private let state: UnsafeMutablePointer<GateState>
+
+    /// - thresholdDBFS: −90…0 (frame RMS).
+    /// - holdMilliseconds: 0…5000 (rounded to whole frames).
+    /// - releaseMilliseconds: 1…5000, time constant of the closing decay.
+    public init(thresholdDBFS: Double = -50, holdMilliseconds: Double = 200, releaseMilliseconds: Double = 100) throws(AudioError) {
+        try checkRange(.thresholdDBFS, thresholdDBFS, -90, 0)
+        try checkRange(.holdMilliseconds, holdMilliseconds, 0, 5000)
+        try checkRange(.releaseMilliseconds, releaseMilliseconds, 1, 5000)
+        self.thresholdDBFS = thresholdDBFS
+        self.holdMilliseconds = holdMilliseconds
+        self.releaseMilliseconds = releaseMilliseconds
+        thresholdLog2 = meanSquareLog2Q16(dBFS: thresholdDBFS)
+        holdFrames = Int((holdMilliseconds / 10).rounded())
+        keepQ15 = Int32((ConfigMath.exp(-10 / releaseMilliseconds) * 32768).rounded())
+        state = .allocate(capacity: 1)
+        state.initialize(to: GateState(gainQ15: 32768, holdLeft: holdFrames))
+    }
+
+    deinit { state.deallocate() }
+
+    /// The per-frame release factor as quantised (Q15 / 32768), for reference models.
+    public var releaseFactor: Double { Double(keepQ15) / 32768 }
+    public var holdFrameCount: Int { holdFrames }
+
+    #if RT_AUDIT
+    @_noLocks
+    #endif
+    public func captureDidStart(_ format: AudioFormat) {
+        state.pointee = GateState(gainQ15: 32768, holdLeft: holdFrames)
+    }
+
+    #if RT_AUDIT
+    @_noLocks
+    #endif
+    public func process(_ samples: UnsafeMutableBufferPointer<Int16>, _ info: FrameInfo) -> HookVerdict {
+        let frame = UnsafeMutableBufferPointer(rebasing: samples[0..<min(info.sampleCount, samples.count)])
+        let e = energy(frame)
+        let g0 = state.pointee.gainQ15
+        var g1: Int32
+        // (No `&&`: its autoclosure captures self, which the RT audit counts as a retain.)
+        var loud = false
+        if e > 0 { loud = meanSquareLog2Q16(energy: e, count: frame.count) >= thresholdLog2 }
+        if loud {
+            g1 = 32768
+            state.pointee.holdLeft = holdFrames
+        } else if state.pointee.holdLeft > 0 {
+            state.pointee.holdLeft &-= 1
+            g1 = 32768
+        } else {
+            g1 = mul16x16Q15(g0, keepQ15)
+            if g1 < 4 { g1 = 0 } // below −78 dB: closed
+        }
+        state.pointee.gainQ15 = g1
+        if g0 == 0 && g1 == 0 {
+            zeroFrame(frame)
+            return .silence
+        }
+        applyGainRamp(frame, channels: info.channels, from: FixedGain(mantissa: g0, shift: 15),
+                      to: FixedGain(mantissa: g1, shift: 15))
+        return .pass
+    }
+}
+
+// MARK: - Limiter
+
+struct LimiterState {
+    var gainQ15: Int32
+    var previousPeak: Int32
+    var delayedCount: Int
+}
+
+/// Peak limiter with a ceiling in dBFS. Per frame the gain needed to bring the frame's
+/// peak to the ceiling is ceiling/peak (Q15); the gain falls to it at once (attack) and
+/// recovers towards unity with the release time constant, ramped across the frame.
+///
+/// Without lookahead a falling gain is applied as a step at the frame start, so no
+/// sample exceeds the ceiling. With lookahead (10 ms more latency) the frame is delayed
+/// by one frame and the gain ramps down across the delayed frame to the minimum needed
+/// by both the delayed and the incoming frame: the output never exceeds the ceiling and
+/// has no gain steps.
+public final class Limiter: AudioHook, @unchecked Sendable {
+    public let ceilingDBFS: Double
+    public let releaseMilliseconds: Double
+    public let lookahead: Bool
+    /// The ceiling as a sample magnitude.
+    public let ceiling: Int32
+    private let releaseQ15: Int32
+    private let delay: UnsafeMutablePointer<Int16>
+    private let delayCapacity: Int
+    private let state: UnsafeMutablePointer<LimiterState>
+
+    /// - ceilingDBFS: −30…0 (peak, relative to 32768).
+    /// - releaseMilliseconds: 1…5000.
+    /// - lookahead: delay by one frame to ramp the gain down before peaks.
+    public init(ceilingDBFS: Double = -1, releaseMilliseconds: Double = 50, lookahead: Bool = false) throws(AudioError) {
+        try checkRange(.ceilingDBFS, ceilingDBFS, -30, 0)
+        try checkRange(.releaseMilliseconds, releaseMilliseconds, 1, 5000)
+        self.ceilingDBFS = ceilingDBFS
+        self.releaseMilliseconds = releaseMilliseconds
+        self.lookahead = lookahead
+        ceiling = min(Int32((32768 * ConfigMath.dbToLinear(ceilingDBFS)).rounded(.down)), 32767)
+        releaseQ15 = onePoleQ15(milliseconds: releaseMilliseconds)
+        delayCapacity = lookahead ? SampleRate.hz48000.samplesPerFrame * AudioFormat.maxChannels : 0
+        delay = .allocate(capacity: max(delayCapacity, 1))
+        delay.initialize(repeating: 0, count: max(delayCapacity, 1))
+        state = .allocate(capacity: 1)
+        state.initialize(to: LimiterState(gainQ15: 32768, previousPeak: 0, delayedCount: 0))
+    }
+
+    deinit {
+        delay.deallocate()
+        state.deallocate()
+    }
+
+    /// The per-frame release coefficient as quantised, for reference models.
+    public var releaseCoefficient: Double { Double(releaseQ15) / 32768 }
+
+    #if RT_AUDIT
+    @_noLocks
+    #endif
+    public func captureDidStart(_ format: AudioFormat) {
+        state.pointee = LimiterState(gainQ15: 32768, previousPeak: 0, delayedCount: 0)
+        if delayCapacity > 0 { zeroFrame(UnsafeMutableBufferPointer(start: delay, count: delayCapacity)) }
+    }
+
+    /// Gain (Q15) that brings `peak` down to the ceiling; unity if it is below.
+    @inline(__always)
+    private func needed(_ peak: Int32) -> Int32 {
+        peak > ceiling ? (ceiling &<< 15) / peak : 32768
+    }
+
+    #if RT_AUDIT
+    @_noLocks
+    #endif
+    public func process(_ samples: UnsafeMutableBufferPointer<Int16>, _ info: FrameInfo) -> HookVerdict {
+        let frame = UnsafeMutableBufferPointer(rebasing: samples[0..<min(info.sampleCount, samples.count)])
+        let peak = peakAndEnergy(frame).peak
+        let g0 = state.pointee.gainQ15
+        let released = g0 &+ mul16x16Q15(32768 &- g0, releaseQ15)
+        var direct = !lookahead
+        if frame.count > delayCapacity { direct = true }
+        if direct {
+            let g1 = min(needed(peak), released)
+            state.pointee.gainQ15 = g1
+            if g1 < g0 {
+                applyGain(frame, FixedGain(mantissa: g1, shift: 15))
+            } else {
+                applyGainRamp(frame, channels: info.channels, from: FixedGain(mantissa: g0, shift: 15),
+                              to: FixedGain(mantissa: g1, shift: 15))
+            }
+            return .pass
+        }
+        // Lookahead: out ← delayed frame, delay ← this frame.
+        let g1 = min(min(needed(peak), needed(state.pointee.previousPeak)), released)
+        for i in frame.indices {
+            let t = frame[i]
+            frame[i] = delay[i]
+            delay[i] = t
+        }
+        state.pointee.previousPeak = peak
+        state.pointee.gainQ15 = g1
+        applyGainRamp(frame, channels: info.channels, from: FixedGain(mantissa: g0, shift: 15),
+                      to: FixedGain(mantissa: g1, shift: 15))
+        return .pass
+    }
+}
+
+// MARK: - Level meter
+
+/// Peak and RMS level of each frame, for LEDs and logs, readable from any thread. Both
+/// values of a frame are published together in one atomic word (peak in the top 16
+/// bits, mean square in Q8 below), so a reader never mixes two frames.
+public final class LevelMeter: AudioHook, @unchecked Sendable {
+    private let reading = Atomic<UInt64>(0)
+    private let frames = Atomic<Int>(0)
+
+    public init() {}
+
+    /// Largest magnitude of the last frame, 0…32768.
+    public var peak: Int { Int(reading.load(ordering: .relaxed) &>> 48) }
+    /// Mean square of the last frame (sample units squared).
+    public var meanSquare: Double { Double(reading.load(ordering: .relaxed) & 0xFFFF_FFFF_FFFF) / 256 }
+    /// Peak level in dBFS (0 dBFS = 32768); −∞ for silence.
+    public var peakDBFS: Double { ConfigMath.linearToDB(Double(peak) / 32768) }
+    /// RMS level in dBFS (full-scale square wave = 0, full-scale sine = −3.01); −∞ for silence.
+    public var rmsDBFS: Double { 10 * ConfigMath.log10(meanSquare / 1073741824) }
+    /// Frames measured so far.
+    public var frameCount: Int { frames.load(ordering: .relaxed) }
+
+    #if RT_AUDIT
+    @_noLocks
+    #endif
+    public func process(_ samples: UnsafeMutableBufferPointer<Int16>, _ info: FrameInfo) -> HookVerdict {
+        let frame = UnsafeMutableBufferPointer(rebasing: samples[0..<min(info.sampleCount, samples.count)])
+        let (peak, e) = peakAndEnergy(frame)
+        // E·256/n ≤ 2^30·256 = 2^38: fits the low 48 bits.
+        let msQ8 = frame.count > 0 ? UInt64(e &<< 8) / UInt64(frame.count) : 0
+        reading.store(UInt64(peak) &<< 48 | msQ8, ordering: .relaxed)
+        frames.store(frames.load(ordering: .relaxed) &+ 1, ordering: .relaxed)
+        return .pass
+    }
+}
+
+// MARK: - Mute gate
+
+/// Mute: while muted, frames become silence, but they keep flowing, so sequence numbers
+/// and timestamps continue and the far end hears silence rather than a gap. Muting and
+/// unmuting fade over one frame to avoid a click. `setMuted` may be called from any thread.
+public final class MuteGate: AudioHook, @unchecked Sendable {
+    private let muted: Atomic<Bool>
+    private let wasMuted: UnsafeMutablePointer<Bool>
+
+    public init(muted: Bool = false) {
+        self.muted = Atomic<Bool>(muted)
+        wasMuted = .allocate(capacity: 1)
+        wasMuted.initialize(to: muted)
+    }
+
+    deinit { wasMuted.deallocate() }
+
+    public var isMuted: Bool { muted.load(ordering: .relaxed) }
+    public func setMuted(_ value: Bool) { muted.store(value, ordering: .relaxed) }
+
+    #if RT_AUDIT
+    @_noLocks
+    #endif
+    public func captureDidStart(_ format: AudioFormat) {
+        wasMuted.pointee = muted.load(ordering: .relaxed)
+    }
+
+    #if RT_AUDIT
+    @_noLocks
+    #endif
+    public func process(_ samples: UnsafeMutableBufferPointer<Int16>, _ info: FrameInfo) -> HookVerdict {
+        let m = muted.load(ordering: .relaxed)
+        let was = wasMuted.pointee
+        wasMuted.pointee = m
+        let frame = UnsafeMutableBufferPointer(rebasing: samples[0..<min(info.sampleCount, samples.count)])
+        if m && was {
+            zeroFrame(frame)
+            return .silence
+        }
+        if m != was {
+            applyGainRamp(frame, channels: info.channels, from: m ? .unity : .zero, to: m ? .zero : .unity)
+        }
+        return .pass
+    }
+}
