@@ -163,10 +163,20 @@ func convertToPipeline(_ raw: [UInt8], format: WAVFormat) throws(AudioError) -> 
         try mono.withMutableBuffer { (out: UnsafeMutableBufferPointer<Int16>) throws(AudioError) in try converter.convert(b, into: out) }
     }
     if format.sampleRate == 48_000 { return mono }
+    // The resampler works in 10 ms steps, as the capture thread feeds it.
     let resampler = try Resampler(inputRate: format.sampleRate, outputRate: .hz48000, channels: 1)
-    var out = [Int16](repeating: 0, count: resampler.maxOutputSamples(forInputFrames: frames) + 64)
-    let n = try mono.withBuffer { (input: UnsafeBufferPointer<Int16>) throws(AudioError) in
-        try out.withMutableBuffer { (o: UnsafeMutableBufferPointer<Int16>) throws(AudioError) in try resampler.process(input, into: o) }
+    let step = format.sampleRate / 100
+    var chunk = [Int16](repeating: 0, count: resampler.maxOutputSamples(forInputFrames: step))
+    var result: [Int16] = []
+    result.reserveCapacity(frames * 48_000 / format.sampleRate + 64)
+    var start = 0
+    while start < frames {
+        let end = min(frames, start + step)
+        let n = try Array(mono[start..<end]).withBuffer { (input: UnsafeBufferPointer<Int16>) throws(AudioError) in
+            try chunk.withMutableBuffer { (o: UnsafeMutableBufferPointer<Int16>) throws(AudioError) in try resampler.process(input, into: o) }
+        }
+        result += chunk[0..<n]
+        start = end
     }
-    return Array(out[0..<n])
+    return result
 }

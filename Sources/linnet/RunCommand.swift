@@ -178,7 +178,6 @@ final class Session {
         ended = true
         if let t = uplinkTimer { loop.cancel(t) }
         if let t = playoutTimer { loop.cancel(t) }
-        call.close()
         sink?.close()
         var closeRequest: HTTPRequest? = nil
         switch route {
@@ -191,7 +190,10 @@ final class Session {
                 closeRequest = HTTPRequest(method: "POST", url: url, headers: headers("application/json"), body: Array("{}".utf8))
             }
         }
+        // The provider-side close goes first (a DELETE for a session the peer already
+        // saw end would be refused); the peer's own close (BYE, close_notify) follows.
         guard let closeRequest else {
+            call.close()
             onEnd(status, message)
             return
         }
@@ -202,6 +204,7 @@ final class Session {
             case .success(let r): Log.info("provider close: \(r.status) \(r.bodyExcerpt(80))")
             case .failure(let e): Log.warning("provider close failed: \(e)")
             }
+            self.call.close()
             self.onEnd(status, message)
         }
     }
