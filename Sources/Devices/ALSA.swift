@@ -104,6 +104,10 @@ public struct PCMRequest: Sendable {
     public var channels: Int = 1
     public var periodMicroseconds: Int = 10_000
     public var periods: Int = 4
+    /// Pace reads/writes at the real-time rate in Linnet itself: for ALSA plugins that do
+    /// not run on a clock (`null`, `file` into a plain file), which would otherwise
+    /// deliver or swallow periods as fast as the CPU goes.
+    public var paced = false
 
     public init() {}
 }

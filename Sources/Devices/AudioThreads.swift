@@ -229,10 +229,17 @@ public final class CaptureThread<Sink: CaptureSink> {
 
     func runDevice(name: String, request: PCMRequest) {
         let frames = format.periodFrames
+        let periodNanoseconds = Int64(frames) * 1_000_000_000 / Int64(format.sampleRate)
+        var next = MonotonicClock.now().nanoseconds
         while running.load(ordering: .relaxed) {
             guard let pcm else {
                 reopen(name: name, request: request)
                 continue
+            }
+            if request.paced {
+                next += periodNanoseconds
+                var ts = timespec(tv_sec: time_t(next / 1_000_000_000), tv_nsec: Int(next % 1_000_000_000))
+                clock_nanosleep(CLOCK_MONOTONIC, Int32(TIMER_ABSTIME), &ts, nil)
             }
             let n = pcm.readRaw(buffer, frames: frames)
             if n > 0 {
@@ -418,6 +425,7 @@ public final class PlaybackThread<Source: PlaybackSource> {
         var next = MonotonicClock.now().nanoseconds
         var paced = false
         if case .file(_, _, let p) = output { paced = p }
+        if case .device(_, let request) = output { paced = request.paced }
         let raw = UnsafeMutableRawBufferPointer(start: buffer, count: bytes)
         while running.load(ordering: .relaxed) {
             let filled = source.render(into: raw, frames: frames, format: format)
@@ -438,6 +446,11 @@ public final class PlaybackThread<Source: PlaybackSource> {
             guard let pcm else {
                 if case .device(let name, let request) = output { reopen(name: name, request: request) }
                 continue
+            }
+            if paced {
+                next += periodNanoseconds
+                var ts = timespec(tv_sec: time_t(next / 1_000_000_000), tv_nsec: Int(next % 1_000_000_000))
+                clock_nanosleep(CLOCK_MONOTONIC, Int32(TIMER_ABSTIME), &ts, nil)
             }
             var offset = 0
             while offset < frames && running.load(ordering: .relaxed) {

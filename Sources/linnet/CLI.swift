@@ -67,7 +67,21 @@ enum CLI {
               --seconds N          stop after N seconds (default: until SIGINT/SIGTERM)
               --log-level LEVEL    error, warn, info (default) or debug
             """, run: { args in AnswerCommand.run(args) }),
-        Command(name: "audio", synopsis: "audio --input F.wav --output F.wav [hook options]", help: "The audio pipeline with no network.", run: nil),
+        Command(name: "audio", synopsis: "audio --input F.wav --output F.wav [hook options]", help: """
+            The audio pipeline with no network: capture conversion, hooks, Opus encode and
+            decode, playback. With --input and --output files it runs offline (faster than
+            real time); with --capture PCM and/or --playback PCM it runs the real-time
+            threads for --seconds N (default 5).
+              --rate 48000|24000|16000   pipeline rate (default 48000)
+              --channel K                device channel to use (default: average them)
+              --high-pass-hz HZ          DC removal cutoff (default 20) | --no-high-pass
+              --gain-db DB               fixed gain, -40 to 40
+              --agc | --agc-target-dbfs DBFS   automatic gain control (target -18)
+              --noise-gate-dbfs DBFS     noise gate threshold
+              --limiter-dbfs DBFS        limiter ceiling (default -1) | --no-limiter
+              --bitrate BPS --complexity 0-10 --fec --dtx   Opus settings
+              --pace                     pace devices in Linnet (for ALSA null/file plugins)
+            """, run: { args in AudioCommand.run(args) }),
         Command(name: "devices", synopsis: "devices", help: """
             Capture and playback devices (ALSA PCM names, as --capture and --playback take
             them, with the formats, rates and channels of hardware devices) and GPIO chips

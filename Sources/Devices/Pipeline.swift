@@ -1,0 +1,170 @@
+import CSystem
+import Wire
+import Audio
+import Platform
+
+/// The capture side of the pipeline, run on the capture thread for every period:
+/// device bytes → Int16 (format conversion, channel pick or downmix) → the pipeline
+/// rate (fixed-point resampler) → 10 ms frames → hook chain (mute gate last) → the
+/// uplink ring → an eventfd write to wake the loop.
+///
+/// Everything is allocated here, at construction; `captured` touches only that memory
+/// (ARCHITECTURE.md "Threads"; the allocation test in Tests/AudioTests drives this path).
+public final class CapturePipeline: CaptureSink, @unchecked Sendable {
+    public let device: DeviceFormat
+    public let format: AudioFormat
+    public let chain: HookChain
+    public let ring: SampleRing
+    let notify: EventFD
+    let converter: InputConverter
+    let resampler: Resampler?
+    let converted: UnsafeMutableBufferPointer<Int16>
+    let resampled: UnsafeMutableBufferPointer<Int16>
+    let frame: UnsafeMutableBufferPointer<Int16>
+    var filled = 0
+    var sequence: UInt64 = 0
+    /// Frames the ring had no room for (the loop fell behind): counted, dropped.
+    public let overflows = AudioThreadCounters()
+
+    /// - Parameters:
+    ///   - channel: the device channel to use (nil: average all channels).
+    ///   - ringFrames: 10 ms frames the uplink ring holds (rounded up to a power of two).
+    public init(device: DeviceFormat, rate: SampleRate, channel: Int?, chain: HookChain, notify: EventFD,
+                ringFrames: Int = 32) throws(AudioError) {
+        self.device = device
+        self.chain = chain
+        self.notify = notify
+        format = try AudioFormat(sampleRate: rate, channels: 1)
+        let mix: ChannelMix = device.channels == 1 ? .all : (channel.map { .select($0) } ?? .average)
+        converter = try InputConverter(format: device.sampleFormat, channels: device.channels, mix: mix)
+        resampler = device.sampleRate == rate.hertz ? nil
+            : try Resampler(inputRate: device.sampleRate, outputRate: rate, channels: 1, maxInputFrames: max(device.periodFrames, 1) * 2)
+        converted = .allocate(capacity: max(device.periodFrames, 1) * 2)
+        converted.initialize(repeating: 0)
+        let maxOut = resampler?.maxOutputSamples(forInputFrames: max(device.periodFrames, 1) * 2) ?? converted.count
+        resampled = .allocate(capacity: maxOut)
+        resampled.initialize(repeating: 0)
+        frame = .allocate(capacity: rate.samplesPerFrame)
+        frame.initialize(repeating: 0)
+        var capacity = 1
+        while capacity < ringFrames * rate.samplesPerFrame { capacity <<= 1 }
+        ring = try SampleRing(capacity: capacity)
+    }
+
+    deinit {
+        converted.deallocate()
+        resampled.deallocate()
+        frame.deallocate()
+    }
+
+    public func captureStarted(_ format: DeviceFormat) {
+        filled = 0
+        chain.start(self.format)
+    }
+
+    public func captureStopped(_ format: DeviceFormat) {
+        chain.stop()
+        notify.signal()
+    }
+
+    public func captured(_ samples: UnsafeRawBufferPointer, frames: Int, format: DeviceFormat, time: Instant) {
+        // Conversion cannot fail for whole frames of the format it was built for; a
+        // short read is skipped rather than trusted.
+        guard let n = try? converter.convert(samples, into: converted) else { return }
+        var source = UnsafeBufferPointer(rebasing: converted[0..<n])
+        if let resampler {
+            guard let m = try? resampler.process(source, into: resampled) else { return }
+            source = UnsafeBufferPointer(rebasing: resampled[0..<m])
+        }
+        let perFrame = frame.count
+        var offset = 0
+        while offset < source.count {
+            let take = min(perFrame - filled, source.count - offset)
+            for i in 0..<take { frame[filled &+ i] = source[offset &+ i] }
+            filled &+= take
+            offset &+= take
+            if filled == perFrame {
+                filled = 0
+                let info = FrameInfo(format: self.format, sequence: sequence, captureTime: time)
+                sequence &+= 1
+                // `.silence` has already zeroed the frame inside the chain.
+                _ = chain.process(frame, info)
+                if ring.push(UnsafeBufferPointer(frame)) < perFrame {
+                    overflows.xruns.add(1, ordering: .relaxed)
+                }
+                notify.signal()
+            }
+        }
+    }
+}
+
+/// The playback side: the downlink ring (pipeline rate, mono) → device channels and
+/// sample format. An empty ring plays silence and counts an underrun.
+public final class PlaybackPipeline: PlaybackSource, @unchecked Sendable {
+    public let ring: SampleRing
+    public let rate: SampleRate
+    let mono: UnsafeMutableBufferPointer<Int16>
+    let resampler: Resampler?
+    let resampled: UnsafeMutableBufferPointer<Int16>
+    /// Periods with fewer samples than needed (the network or the loop fell behind).
+    public let underruns = AudioThreadCounters()
+
+    public init(rate: SampleRate, deviceRate: Int, maxPeriodFrames: Int, ringFrames: Int = 32) throws(AudioError) {
+        self.rate = rate
+        var capacity = 1
+        while capacity < ringFrames * rate.samplesPerFrame { capacity <<= 1 }
+        ring = try SampleRing(capacity: capacity)
+        let inputFrames = maxPeriodFrames * rate.hertz / max(deviceRate, 1) + 2
+        resampler = deviceRate == rate.hertz ? nil
+            : try Resampler(inputRate: rate.hertz, outputRate: try SampleRate(hertz: deviceRate), channels: 1, maxInputFrames: inputFrames * 2)
+        mono = .allocate(capacity: inputFrames * 2)
+        mono.initialize(repeating: 0)
+        resampled = .allocate(capacity: (resampler?.maxOutputSamples(forInputFrames: inputFrames * 2) ?? 1) + maxPeriodFrames)
+        resampled.initialize(repeating: 0)
+    }
+
+    deinit {
+        mono.deallocate()
+        resampled.deallocate()
+    }
+
+    public func playbackStarted(_ format: DeviceFormat) {}
+    public func playbackStopped(_ format: DeviceFormat) {}
+
+    public func render(into buffer: UnsafeMutableRawBufferPointer, frames: Int, format: DeviceFormat) -> Int {
+        // Samples at the pipeline rate that make `frames` at the device rate.
+        let need = resampler == nil ? frames : frames * rate.hertz / format.sampleRate
+        let got = ring.pop(into: UnsafeMutableBufferPointer(rebasing: mono[0..<min(need, mono.count)]))
+        if got < need {
+            underruns.xruns.add(1, ordering: .relaxed)
+            for i in got..<min(need, mono.count) { mono[i] = 0 }
+        }
+        var source = UnsafeBufferPointer(rebasing: mono[0..<min(need, mono.count)])
+        if let resampler, let m = try? resampler.process(source, into: resampled) {
+            source = UnsafeBufferPointer(rebasing: resampled[0..<m])
+        }
+        let count = min(frames, source.count)
+        let channels = format.channels
+        switch format.sampleFormat {
+        case .s16LE:
+            let out = buffer.bindMemory(to: Int16.self)
+            for i in 0..<count { for c in 0..<channels { out[i &* channels &+ c] = source[i] } }
+        case .s32LE, .s24LE:
+            let out = buffer.bindMemory(to: Int32.self)
+            // S24_LE keeps the value in the low 24 bits (sign-extended).
+            let shift: Int32 = format.sampleFormat == .s32LE ? 16 : 8
+            for i in 0..<count { for c in 0..<channels { out[i &* channels &+ c] = Int32(source[i]) &<< shift } }
+        case .s24_3LE:
+            for i in 0..<count {
+                let v = Int32(source[i]) &<< 8
+                for c in 0..<channels {
+                    let o = (i &* channels &+ c) &* 3
+                    buffer[o] = UInt8(truncatingIfNeeded: v)
+                    buffer[o &+ 1] = UInt8(truncatingIfNeeded: v &>> 8)
+                    buffer[o &+ 2] = UInt8(truncatingIfNeeded: v &>> 16)
+                }
+            }
+        }
+        return count
+    }
+}

@@ -1,0 +1,288 @@
+// `linnet audio`: the audio pipeline with no network. From a file, offline and faster
+// than real time (capture conversion → hooks → Opus encode → decode → file); or from
+// and to ALSA devices on the real-time threads for --seconds.
+import CSystem
+import Wire
+import Platform
+import Audio
+import Codec
+import Devices
+
+/// The hook options shared by `audio` and `run` (also config keys).
+struct HookOptions {
+    static let valued = ["gain-db", "agc-target-dbfs", "noise-gate-dbfs", "limiter-dbfs", "high-pass-hz", "rate", "channel", "bitrate", "complexity"]
+    static let boolean = ["agc", "no-high-pass", "no-limiter", "fec", "dtx"]
+
+    var rate = SampleRate.hz48000
+    var channel: Int? = nil
+    var bitrate: Int32 = 32_000
+    var complexity: Int32 = 5
+    var fec = false
+    var dtx = false
+    let chain = HookChain()
+    let meter = LevelMeter()
+    let mute = MuteGate()
+
+    /// The default chain: DC removal (high-pass), gain, AGC, noise gate, limiter, level
+    /// meter, mute gate last (what push-to-talk drives).
+    init(_ o: Options) throws(CLIFailure) {
+        func number(_ name: String, _ range: ClosedRange<Double>) throws(CLIFailure) -> Double? {
+            guard let text = o[name] else { return nil }
+            guard let v = Double(text), range.contains(v) else {
+                throw CLIFailure(.usage, "--\(name): '\(text)' is not a number from \(Int(range.lowerBound)) to \(Int(range.upperBound))")
+            }
+            return v
+        }
+        if let r = o["rate"] {
+            guard let hz = Int(r), let s = SampleRate(rawValue: hz) else { throw CLIFailure(.usage, "--rate must be 16000, 24000 or 48000") }
+            rate = s
+        }
+        if let c = o["channel"] {
+            guard let k = Int(c), (0...7).contains(k) else { throw CLIFailure(.usage, "--channel must be 0–7 (the device channel to use)") }
+            channel = k
+        }
+        if let b = try number("bitrate", 6_000...510_000) { bitrate = Int32(b) }
+        if let c = try number("complexity", 0...10) { complexity = Int32(c) }
+        fec = o.flags.contains("fec")
+        dtx = o.flags.contains("dtx")
+        let highPass = try number("high-pass-hz", 1...1000) ?? 20
+        let gain = try number("gain-db", -40...40)
+        let agcTarget = try number("agc-target-dbfs", -40...(-3))
+        let gate = try number("noise-gate-dbfs", -90...0)
+        let ceiling = try number("limiter-dbfs", -30...0) ?? -1
+        do throws(AudioError) {
+            if !o.flags.contains("no-high-pass") { try chain.add(try HighPassFilter(cutoffHz: highPass)) }
+            if let gain { try chain.add(try GainHook(gainDB: gain)) }
+            if o.flags.contains("agc") || agcTarget != nil {
+                try chain.add(try AutomaticGainControl(targetDBFS: agcTarget ?? -18))
+            }
+            if let gate { try chain.add(try NoiseGate(thresholdDBFS: gate)) }
+            if !o.flags.contains("no-limiter") { try chain.add(try Limiter(ceilingDBFS: ceiling)) }
+            try chain.add(meter)
+            try chain.add(mute)
+        } catch {
+            throw CLIFailure(.usage, error.description)
+        }
+    }
+
+    func encoder() throws(CLIFailure) -> OpusEncoder {
+        do throws(CodecError) {
+            let e = try OpusEncoder(sampleRate: Int32(rate.hertz), channels: 1)
+            try e.setBitrate(bitrate)
+            try e.setComplexity(complexity)
+            try e.setFEC(fec)
+            try e.setDTX(dtx)
+            return e
+        } catch {
+            throw CLIFailure(.usage, error.description)
+        }
+    }
+}
+
+enum AudioCommand {
+    static func run(_ args: [String]) -> ExitStatus {
+        do throws(CLIFailure) {
+            let o: Options
+            do throws(Options.Failure) {
+                o = try Options(args, valued: ["input", "output", "capture", "playback", "seconds", "log-level"] + HookOptions.valued,
+                                boolean: HookOptions.boolean + ["pace"])
+            } catch {
+                throw CLIFailure(.usage, error.description)
+            }
+            if let level = o["log-level"] {
+                guard let l = LogLevel(name: level) else { throw CLIFailure(.usage, "--log-level must be error, warn, info or debug") }
+                Log.level = l
+            }
+            let hooks = try HookOptions(o)
+            if let input = o["input"], o["capture"] == nil, o["playback"] == nil {
+                guard let output = o["output"] else { throw CLIFailure(.usage, "audio: --output FILE.wav is required with --input") }
+                return try offline(input: input, output: output, hooks: hooks)
+            }
+            return try live(o, hooks: hooks)
+        } catch {
+            Log.error("audio: \(error.message)")
+            return error.status
+        }
+    }
+
+    /// File to file, as fast as the CPU goes; the same stages as a live call.
+    static func offline(input: String, output: String, hooks: HookOptions) throws(CLIFailure) -> ExitStatus {
+        let reader: WAVReader
+        do throws(FileError) { reader = try WAVReader(path: input) } catch { throw CLIFailure(.dataError, error.description) }
+        let f = reader.format
+        let device = DeviceFormat(sampleFormat: f.sampleFormat, sampleRate: f.sampleRate, channels: f.channels, periodFrames: max(1, f.sampleRate / 100))
+        let notify = try wrap { () throws(SystemError) in try EventFD() }
+        let pipeline: CapturePipeline
+        do throws(AudioError) {
+            pipeline = try CapturePipeline(device: device, rate: hooks.rate, channel: hooks.channel, chain: hooks.chain, notify: notify, ringFrames: 8)
+        } catch {
+            throw CLIFailure(.dataError, "'\(input)': \(error)")
+        }
+        let writer: WAVWriter
+        do throws(FileError) { writer = try WAVWriter(path: output, sampleRate: hooks.rate.hertz, channels: 1) } catch {
+            throw CLIFailure(.config, error.description)
+        }
+        let encoder = try hooks.encoder()
+        let decoder = try wrap { () throws(CodecError) in try OpusDecoder(sampleRate: Int32(hooks.rate.hertz), channels: 1) }
+        let frame20 = hooks.rate.samplesPerFrame * 2
+        var pcm = [Int16](repeating: 0, count: frame20)
+        var decoded = [Int16](repeating: 0, count: frame20)
+        var packet = [UInt8](repeating: 0, count: 1275)
+        var period = [UInt8](repeating: 0, count: device.periodFrames * f.bytesPerFrame)
+        var bytes = 0, packets = 0, frames = 0
+        pipeline.captureStarted(device)
+        var time = Instant.zero
+        while true {
+            let n = try period.withMutableBytes { (b: UnsafeMutableRawBufferPointer) throws(CLIFailure) -> Int in
+                do throws(FileError) { return try reader.read(into: b) } catch { throw CLIFailure(.dataError, error.description) }
+            }
+            if n == 0 { break }
+            period.withUnsafeBytes { raw in
+                pipeline.captured(UnsafeRawBufferPointer(rebasing: raw[0..<n]), frames: n / f.bytesPerFrame, format: device, time: time)
+            }
+            time += .milliseconds(10)
+            while pipeline.ring.availableToRead >= frame20 {
+                _ = pcm.withUnsafeMutableBufferPointer { pipeline.ring.pop(into: $0) }
+                let length = try pcm.withBuffer { (p: UnsafeBufferPointer<Int16>) throws(CLIFailure) -> Int in
+                    do throws(CodecError) {
+                        return try packet.withMutableBytes { (out: UnsafeMutableRawBufferPointer) throws(CodecError) in try encoder.encode(p, into: out) }
+                    } catch { throw CLIFailure(.software, error.description) }
+                }
+                bytes += length
+                packets += 1
+                let m = try Array(packet[0..<length]).withBytes { (b: UnsafeRawBufferPointer) throws(CLIFailure) -> Int in
+                    do throws(CodecError) {
+                        return try decoded.withMutableBuffer { (out: UnsafeMutableBufferPointer<Int16>) throws(CodecError) in try decoder.decode(b, into: out) }
+                    } catch { throw CLIFailure(.software, error.description) }
+                }
+                frames += m
+                do throws(FileError) { try writer.write(Array(decoded[0..<m])) } catch { throw CLIFailure(.config, error.description) }
+            }
+        }
+        pipeline.captureStopped(device)
+        do throws(FileError) { try writer.close() } catch { throw CLIFailure(.config, error.description) }
+        let seconds = Double(frames) / Double(hooks.rate.hertz)
+        let kbps = seconds > 0 ? Double(bytes * 8) / seconds / 1000 : 0
+        writeOut("audio: \(f.sampleFormat) \(f.sampleRate) Hz × \(f.channels) → \(hooks.rate.hertz) Hz mono, \(packets) Opus packets, \(Int(kbps.rounded())) kbit/s, \(frames) samples written; last frame peak \(Int(hooks.meter.peakDBFS.rounded())) dBFS\n")
+        return .ok
+    }
+
+    /// Devices (or a paced file) on the real-time threads for --seconds.
+    static func live(_ o: Options, hooks: HookOptions) throws(CLIFailure) -> ExitStatus {
+        let seconds: Int
+        do throws(Options.Failure) { seconds = try o.int("seconds", default: 5, range: 1...86_400) } catch { throw CLIFailure(.usage, error.description) }
+        var request = PCMRequest()
+        request.channels = hooks.channel.map { $0 + 1 } ?? 1
+        request.paced = o.flags.contains("pace")
+        let input: CaptureInput = o["capture"].map { .device($0, request) } ?? .file(o["input"] ?? "", paced: true, loop: true)
+        if o["capture"] == nil && o["input"] == nil { throw CLIFailure(.usage, "audio: give --input FILE.wav or --capture PCM") }
+        _ = SignalSourceHolder.shared
+        let loop = try wrap { () throws(SystemError) in try EventLoop() }
+        let notify = try wrap { () throws(SystemError) in try EventFD() }
+        let sinkBox = PipelineBox()
+        let capture: CaptureThread<PipelineBox>
+        do throws(DeviceError) { capture = try CaptureThread(input: input, sink: sinkBox) } catch {
+            throw CLIFailure(error.isMissing ? .unavailable : .dataError, error.description)
+        }
+        let pipeline: CapturePipeline
+        do throws(AudioError) {
+            pipeline = try CapturePipeline(device: capture.format, rate: hooks.rate, channel: hooks.channel, chain: hooks.chain, notify: notify)
+        } catch {
+            throw CLIFailure(.usage, error.description)
+        }
+        sinkBox.pipeline = pipeline
+        var playRequest = PCMRequest()
+        playRequest.acceptedRates = [hooks.rate.hertz, 48_000, 24_000, 16_000]
+        playRequest.paced = o.flags.contains("pace")
+        let deviceFormat = DeviceFormat(sampleFormat: .s16LE, sampleRate: hooks.rate.hertz, channels: 1, periodFrames: hooks.rate.samplesPerFrame)
+        let output: PlaybackOutput = o["playback"].map { .device($0, playRequest) } ?? .file(o["output"] ?? "/dev/null", format: deviceFormat, paced: true)
+        let playbackBox = PlaybackBox()
+        let playback: PlaybackThread<PlaybackBox>
+        do throws(DeviceError) { playback = try PlaybackThread(output: output, source: playbackBox) } catch {
+            throw CLIFailure(error.isMissing ? .unavailable : .config, error.description)
+        }
+        let downlink: PlaybackPipeline
+        do throws(AudioError) {
+            downlink = try PlaybackPipeline(rate: hooks.rate, deviceRate: playback.format.sampleRate, maxPeriodFrames: playback.format.periodFrames)
+        } catch {
+            throw CLIFailure(.config, error.description)
+        }
+        playbackBox.pipeline = downlink
+        if !RealTime.lockMemory() { Log.info("memory not locked (no CAP_IPC_LOCK or LimitMEMLOCK): running without mlockall") }
+        let encoder = try hooks.encoder()
+        let decoder = try wrap { () throws(CodecError) in try OpusDecoder(sampleRate: Int32(hooks.rate.hertz), channels: 1) }
+        let frame20 = hooks.rate.samplesPerFrame * 2
+        var pcm = [Int16](repeating: 0, count: frame20)
+        var decoded = [Int16](repeating: 0, count: frame20)
+        var packet = [UInt8](repeating: 0, count: 1275)
+        var packets = 0
+        loop.watch(fd: notify.fd) { _ in
+            notify.drain()
+            while pipeline.ring.availableToRead >= frame20 {
+                _ = pcm.withUnsafeMutableBufferPointer { pipeline.ring.pop(into: $0) }
+                guard let n = try? pcm.withBuffer({ (p: UnsafeBufferPointer<Int16>) throws(CodecError) in
+                    try packet.withMutableBytes { (out: UnsafeMutableRawBufferPointer) throws(CodecError) in try encoder.encode(p, into: out) }
+                }) else { continue }
+                packets += 1
+                guard let m = try? Array(packet[0..<n]).withBytes({ (b: UnsafeRawBufferPointer) throws(CodecError) in
+                    try decoded.withMutableBuffer { (out: UnsafeMutableBufferPointer<Int16>) throws(CodecError) in try decoder.decode(b, into: out) }
+                }) else { continue }
+                _ = decoded.withUnsafeBufferPointer { downlink.ring.push(UnsafeBufferPointer(rebasing: $0[0..<m])) }
+            }
+        }
+        do throws(DeviceError) {
+            try capture.start()
+            try playback.start()
+        } catch {
+            throw CLIFailure(.unavailable, error.description)
+        }
+        if !capture.realtime { Log.info("real-time scheduling not permitted (no CAP_SYS_NICE or LimitRTPRIO): audio threads run at normal priority") }
+        loop.schedule(after: .seconds(Int64(seconds))) { loop.stop() }
+        try wrap { () throws(SystemError) in try loop.run() }
+        capture.stop()
+        do throws(DeviceError) { try playback.finish() } catch { Log.warning(error.description) }
+        let c = capture.counters, p = playback.counters
+        writeOut("audio: capture \(capture.format), \(c.periods.load(ordering: .relaxed)) periods, \(c.xruns.load(ordering: .relaxed)) xruns; playback \(playback.format), \(p.xruns.load(ordering: .relaxed)) xruns, \(downlink.underruns.xruns.load(ordering: .relaxed)) underruns; \(packets) Opus packets\n")
+        return .ok
+    }
+}
+
+/// Forwards the capture thread's calls to the pipeline built once the device's format
+/// is known (the thread is not started before it is set).
+final class PipelineBox: CaptureSink, @unchecked Sendable {
+    var pipeline: CapturePipeline?
+    func captureStarted(_ format: DeviceFormat) { pipeline?.captureStarted(format) }
+    func captureStopped(_ format: DeviceFormat) { pipeline?.captureStopped(format) }
+    func captured(_ samples: UnsafeRawBufferPointer, frames: Int, format: DeviceFormat, time: Instant) {
+        pipeline?.captured(samples, frames: frames, format: format, time: time)
+    }
+}
+
+final class PlaybackBox: PlaybackSource, @unchecked Sendable {
+    var pipeline: PlaybackPipeline?
+    func playbackStarted(_ format: DeviceFormat) {}
+    func playbackStopped(_ format: DeviceFormat) {}
+    func render(into buffer: UnsafeMutableRawBufferPointer, frames: Int, format: DeviceFormat) -> Int {
+        pipeline?.render(into: buffer, frames: frames, format: format) ?? 0
+    }
+}
+
+/// Blocks SIGINT/SIGTERM before audio threads start, so they never take a signal.
+enum SignalSourceHolder {
+    nonisolated(unsafe) static let shared: SignalSource? = try? SignalSource([SIGINT, SIGTERM])
+}
+
+extension DeviceError {
+    /// Whether the error means "not there" (a missing device or file) rather than bad data.
+    var isMissing: Bool {
+        switch self {
+        case .alsa(let e):
+            if case .open = e { return true }
+            return false
+        case .file(let e):
+            if case .system = e { return true }
+            return false
+        case .thread: return false
+        }
+    }
+}
