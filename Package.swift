@@ -58,6 +58,7 @@ let package = Package(
         .testTarget(name: "DTLSTests", dependencies: ["DTLS", "Wire", "CMbedTLS"]),
         .testTarget(name: "DevicesTests", dependencies: ["Devices", "Wire"]),
         .testTarget(name: "CLITests", dependencies: ["linnet"]),
+        .testTarget(name: "SCTPTests", dependencies: ["SCTP", "Wire"]),
     ],
     swiftLanguageModes: [.v6]
 )
