@@ -169,7 +169,7 @@ public struct SCTPAssociation {
 
     // Receive side.
     var cumTSN: UInt32 = 0
-    var receivedAbove = Set<UInt32>()
+    var receivedAbove = TSNRanges()
     var duplicates: [UInt32] = []
     var fragments: [UInt32: DataChunk] = [:]
     var orderedPending: [UInt16: [UInt16: SCTPMessage]] = [:]
@@ -638,7 +638,7 @@ public struct SCTPAssociation {
         }
         if d.immediate { sackImmediately = true }
         let tsn = d.tsn
-        if tsnLE(tsn, cumTSN) || receivedAbove.contains(tsn) {
+        if tsnLE(tsn, cumTSN) || receivedAbove.contains(tsn, base: cumTSN) {
             stats.duplicateTSNs &+= 1
             if duplicates.count < 16 { duplicates.append(tsn) }
             sackImmediately = true
@@ -658,9 +658,9 @@ public struct SCTPAssociation {
         // Mark received.
         if tsn == cumTSN &+ 1 {
             cumTSN = tsn
-            while receivedAbove.remove(cumTSN &+ 1) != nil { cumTSN &+= 1 }
+            if let end = receivedAbove.popContiguous(after: cumTSN) { cumTSN = end }
         } else {
-            receivedAbove.insert(tsn)
+            receivedAbove.insert(tsn, base: cumTSN)
             sackImmediately = true  // §6.7: report gaps at once
         }
         if d.streamID >= inboundStreams {
@@ -717,6 +717,16 @@ public struct SCTPAssociation {
         }
         // Ordered: the message stays buffered until its turn; count only one overhead.
         receiveBuffered &-= (count &- 1) &* Self.chunkOverhead
+        let expected = nextExpectedSSN[head.streamID] ?? 0
+        guard ssnLE(expected, head.ssn) else {
+            // An SSN already delivered: a protocol violation that would sit in memory forever.
+            receiveBuffered &-= data.count &+ Self.chunkOverhead
+            return
+        }
+        if let old = orderedPending[head.streamID]?[head.ssn] {
+            // The same SSN twice (a misbehaving peer): keep the newer, release the older.
+            receiveBuffered &-= old.data.count &+ Self.chunkOverhead
+        }
         orderedPending[head.streamID, default: [:]][head.ssn] = message
         deliverOrdered(stream: head.streamID)
     }
@@ -740,23 +750,12 @@ public struct SCTPAssociation {
 
     func makeSack() -> SackChunk {
         var blocks: [GapAckBlock] = []
-        if !receivedAbove.isEmpty {
-            let offsets = receivedAbove.map { $0 &- cumTSN }.sorted()
-            // Room in one packet next to the header, SACK fields and duplicates.
-            let room = (config.mtu &- Self.commonHeader &- 16 &- 4 &* duplicates.count) / 4
-            var start = offsets[0]
-            var end = offsets[0]
-            for o in offsets.dropFirst() {
-                if o == end &+ 1 {
-                    end = o
-                } else {
-                    blocks.append(GapAckBlock(start: UInt16(truncatingIfNeeded: start), end: UInt16(truncatingIfNeeded: end)))
-                    start = o
-                    end = o
-                }
-            }
-            blocks.append(GapAckBlock(start: UInt16(truncatingIfNeeded: start), end: UInt16(truncatingIfNeeded: end)))
-            if blocks.count > room { blocks.removeLast(blocks.count &- room) }
+        // Room in one packet next to the header, SACK fields and duplicates; the lowest
+        // blocks matter most (they drive the sender's fast retransmit).
+        let room = (config.mtu &- Self.commonHeader &- 16 &- 4 &* duplicates.count) / 4
+        for r in receivedAbove.ranges.prefix(room) {
+            blocks.append(GapAckBlock(start: UInt16(truncatingIfNeeded: r.first &- cumTSN),
+                                      end: UInt16(truncatingIfNeeded: r.last &- cumTSN)))
         }
         return SackChunk(cumulativeTSNAck: cumTSN, aRwnd: UInt32(clamping: advertisedWindow),
                          gapBlocks: blocks, duplicateTSNs: duplicates)
@@ -774,9 +773,9 @@ public struct SCTPAssociation {
             fragments[tsn] = nil
             receiveBuffered &-= frag.userData.count &+ Self.chunkOverhead
         }
-        receivedAbove = receivedAbove.filter { tsnLT(newCum, $0) }
+        receivedAbove.removeThrough(newCum, base: cumTSN)
         cumTSN = newCum
-        while receivedAbove.remove(cumTSN &+ 1) != nil { cumTSN &+= 1 }
+        if let end = receivedAbove.popContiguous(after: cumTSN) { cumTSN = end }
         for s in f.skipped {
             // Deliver what waits up to the skipped SSN, then continue after it.
             if var pending = orderedPending[s.streamID] {
