@@ -140,7 +140,7 @@ func messages(_ events: [DataChannelEvent], channel: UInt16) -> [(data: [UInt8],
         #expect(maxBuffered <= p.a.association.config.sendBufferLimit)
         #expect(maxReceiveBuffered <= 2 * p.b.association.config.receiveBufferSize)
         #expect(p.b.association.stats.duplicateTSNs > 0)
-        print("1000 messages, \(sizes.reduce(0, +)) bytes: \(p.net.sent) packets, \(p.net.lost) lost, \(p.net.duplicated) duplicated, simulated \(p.now), sender \(p.a.association.stats)")
+        print("1000 messages, \(sizes.reduce(0, +)) bytes, receiver \(p.b.association.stats), maxRecv \(maxReceiveBuffered): \(p.net.sent) packets, \(p.net.lost) lost, \(p.net.duplicated) duplicated, simulated \(p.now), sender \(p.a.association.stats)")
     }
 
     @Test func unorderedChannelDeliversAll() throws {

@@ -318,3 +318,68 @@ func dataChunk(_ tsn: UInt32, stream: UInt16 = 1, ssn: UInt16 = 0, b: Bool = tru
         #expect(resets == [[1]])
     }
 }
+
+@Suite struct CongestionTests {
+    @Test func fastRetransmitAfterThreeMissReports() throws {
+        let p = establishedPair(seed: 51)
+        var a = p.a
+        let t0 = a.nextTSN
+        for i in 0..<6 { try a.send(stream: 1, ppid: 53, data: payload(i, size: 100), now: p.now) }
+        let first = drainAll(&a)
+        let sentTSNs = chunks(first.packets).compactMap { c -> UInt32? in if case .data(let d) = c { return d.tsn }; return nil }
+        #expect(sentTSNs == (0..<6).map { t0 &+ UInt32($0) })
+        let cwndBefore = a.congestionWindow
+        func sack(_ gapEnd: UInt16) -> [UInt8] {
+            craft(to: a, [.sack(SackChunk(cumulativeTSNAck: t0 &- 1, aRwnd: 100_000,
+                                          gapBlocks: [GapAckBlock(start: 2, end: gapEnd)]))])
+        }
+        func dataTSNs(_ packets: [SCTPPacket]) -> [UInt32] {
+            chunks(packets).compactMap { c -> UInt32? in if case .data(let d) = c { return d.tsn }; return nil }
+        }
+        // Two miss reports: nothing yet.
+        a.handleInput(sack(2), now: p.now + .milliseconds(50))
+        #expect(dataTSNs(drainAll(&a).packets).isEmpty)
+        a.handleInput(sack(3), now: p.now + .milliseconds(60))
+        #expect(dataTSNs(drainAll(&a).packets).isEmpty)
+        // The third (each reporting a newly acknowledged higher TSN, HTNA): retransmit t0 now.
+        a.handleInput(sack(4), now: p.now + .milliseconds(70))
+        #expect(dataTSNs(drainAll(&a).packets) == [t0])
+        #expect(a.stats.fastRetransmits == 1 && a.stats.t3Expirations == 0)
+        // §7.2.3: ssthresh = max(cwnd/2, 4 MTU), cwnd = ssthresh.
+        #expect(a.congestionWindow == max(cwndBefore / 2, 4 * a.config.mtu))
+        // Further reports do not retransmit it again (only T3 may).
+        a.handleInput(sack(5), now: p.now + .milliseconds(80))
+        a.handleInput(sack(6), now: p.now + .milliseconds(90))
+        #expect(dataTSNs(drainAll(&a).packets).isEmpty)
+        // The cumulative ack for everything empties the flight and stops T3.
+        a.handleInput(craft(to: a, [.sack(SackChunk(cumulativeTSNAck: t0 &+ 5, aRwnd: 100_000))]), now: p.now + .milliseconds(200))
+        #expect(a.bufferedAmount == 0 && a.t3Deadline == nil)
+    }
+
+    @Test func senderRespectsASmallReceiveWindow() throws {
+        var cfg = SCTPConfig()
+        cfg.receiveBufferSize = 32 * 1024
+        cfg.maxMessageSize = 8 * 1024
+        var p = makePair(seed: 52, config: cfg, loss: 100, jitter: .milliseconds(20))
+        p.a.connect(now: p.now)
+        p.run(for: .seconds(30), until: connected)
+        var next = 0
+        var got = 0
+        var maxBuffered = 0
+        let sizes = (0..<300).map { 1 + ($0 * 977) % (8 * 1024) }
+        let ok = p.run(for: .seconds(3600)) { q in
+            while next < sizes.count, q.a.bufferedAmount + sizes[next] <= q.a.config.sendBufferLimit {
+                try? q.a.send(stream: 2, ppid: 53, data: payload(next, size: sizes[next]), now: q.now)
+                next += 1
+            }
+            maxBuffered = max(maxBuffered, q.b.receiveBuffered)
+            // Outstanding bytes never exceed what the peer last offered by more than a packet.
+            if q.a.outstandingBytes > cfg.receiveBufferSize + cfg.mtu { Issue.record("window overrun") }
+            for e in q.eventsB { if case .message(let m) = e, got < sizes.count, m.data == payload(got, size: sizes[got]) { got += 1 } }
+            q.eventsB.removeAll()
+            return got == sizes.count
+        }
+        #expect(ok)
+        #expect(maxBuffered <= 2 * cfg.receiveBufferSize)
+    }
+}
