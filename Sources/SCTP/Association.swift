@@ -341,7 +341,10 @@ public struct SCTPAssociation {
 
     /// One SCTP packet (a decrypted DTLS record's payload).
     public mutating func handleInput(_ bytes: [UInt8], now: Instant) {
-        guard state != .closed || !closeReported else { return }
+        guard state != .closed || !closeReported else {
+            answerAfterClose(bytes)
+            return
+        }
         let packet: SCTPPacket
         do throws(SCTPError) {
             packet = try SCTPPacket.parse(bytes)
@@ -387,7 +390,8 @@ public struct SCTPAssociation {
             case .forwardTSN(let f): handleForwardTSN(f)
             case .reconfig(let r): handleReconfig(r, now: now)
             case .unknown(let u):
-                if u.reportsError {
+                // Reported whole when it fits a packet; a larger one is skipped silently.
+                if u.reportsError, u.value.count <= config.mtu / 2 {
                     controlChunks.append(.error(ErrorChunk(causes: [
                         ErrorCause(code: ErrorCause.unrecognizedChunkType, info: u.bytes)])))
                 }
@@ -395,6 +399,17 @@ public struct SCTPAssociation {
         }
         if sawData { noteDataPacket(now: now) }
         flush(now: now)
+    }
+
+    /// After the association is gone only one packet gets an answer: a SHUTDOWN-ACK whose
+    /// SHUTDOWN-COMPLETE was lost is answered with SHUTDOWN-COMPLETE, T set and its own
+    /// tag reflected (§8.4 (5)), so the peer can finish too.
+    mutating func answerAfterClose(_ bytes: [UInt8]) {
+        guard let packet = try? SCTPPacket.parse(bytes), packet.verificationTag == localTag,
+              packet.chunks.contains(.shutdownAck(ShutdownAckChunk())) else { return }
+        emit(SCTPPacket(sourcePort: config.localPort, destinationPort: config.remotePort,
+                        verificationTag: packet.verificationTag,
+                        chunks: [.shutdownComplete(ShutdownCompleteChunk(reflectedTag: true))]))
     }
 
     /// RFC 9260 §8.5: every packet carries our tag, except INIT (tag 0, alone in its
@@ -461,7 +476,14 @@ public struct SCTPAssociation {
             break
         }
         let cookie = makeCookie(peer: i.fields, now: now)
-        let ack = InitAckChunk(initFields(withCookie: cookie, unrecognized: i.fields.parameters.unrecognized))
+        // Report unknown parameters only as far as they fit one packet.
+        var unrecognized: [[UInt8]] = []
+        var room = config.mtu / 2
+        for u in i.fields.parameters.unrecognized where u.count <= room {
+            unrecognized.append(u)
+            room &-= padded4(u.count) &+ 4
+        }
+        let ack = InitAckChunk(initFields(withCookie: cookie, unrecognized: unrecognized))
         emit(SCTPPacket(sourcePort: config.localPort, destinationPort: config.remotePort,
                         verificationTag: i.fields.initiateTag, chunks: [.initAck(ack)]))
     }
@@ -1194,8 +1216,10 @@ public struct SCTPAssociation {
     mutating func event(_ e: SCTPEvent) { outputs.append(.event(e)) }
 
     mutating func emit(_ p: SCTPPacket) {
+        let bytes = p.serialize()
+        guard !bytes.isEmpty else { return }  // only a chunk over 64 KiB fails; never sent
         stats.packetsSent &+= 1
-        outputs.append(.transmit(p.serialize()))
+        outputs.append(.transmit(bytes))
     }
 
     mutating func sendAbort(cause: ErrorCause?) {

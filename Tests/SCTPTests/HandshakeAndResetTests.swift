@@ -209,3 +209,38 @@ func chunks(_ packets: [SCTPPacket]) -> [Chunk] { packets.flatMap { $0.chunks } 
         }
     }
 }
+
+final class Counter: @unchecked Sendable { var value = 0 }
+
+@Suite struct ShutdownTests {
+    @Test func lostShutdownCompleteIsRecovered() throws {
+        var p = establishedPair(seed: 61)
+        try p.a.send(stream: 0, ppid: 51, data: Array("bye".utf8), now: p.now)
+        let dropped = Counter()
+        p.net.tap = { _, bytes in
+            // Chunk type 14 (SHUTDOWN-COMPLETE) right after the common header: drop the first.
+            if bytes.count > 12, bytes[12] == 14, dropped.value == 0 {
+                dropped.value += 1
+                return nil
+            }
+            return bytes
+        }
+        p.a.shutdown(now: p.now)
+        #expect(throws: SCTPError.notEstablished) { try p.a.send(stream: 0, ppid: 51, data: [1], now: p.now) }
+        let ok = p.run(for: .seconds(30)) { q in
+            q.eventsA.contains(.closed(.shutdown)) && q.eventsB.contains(.closed(.shutdown))
+        }
+        #expect(ok)
+        #expect(dropped.value == 1)
+        #expect(p.eventsB.contains(.message(SCTPMessage(streamID: 0, ppid: 51, unordered: false, data: Array("bye".utf8)))))
+        #expect(p.a.state == .closed && p.b.state == .closed)
+    }
+
+    @Test func abortEndsBothSides() {
+        var p = establishedPair(seed: 62)
+        p.b.abort(now: p.now)
+        p.run(for: .seconds(1))
+        #expect(p.eventsB == [.closed(.abortedLocally)])
+        #expect(p.eventsA == [.closed(.abortedByPeer(cause: ErrorCause.userInitiatedAbort))])
+    }
+}
