@@ -43,7 +43,12 @@ import Wire
             inbox.ready.signal()
         }
         func clock() -> Instant { Instant(nanoseconds: Int64(DispatchTime.now().uptimeNanoseconds)) }
-        func send(_ line: String) { toChild.fileHandleForWriting.write((line + "\n").data(using: .utf8)!) }
+        // Optional seeded loss both ways (LINNET_AIORTC_LOSS_PERCENT); 15 % passed here.
+        let loss = UInt64(ProcessInfo.processInfo.environment["LINNET_AIORTC_LOSS_PERCENT"] ?? "0") ?? 0
+        var lossRng = SeededRandom(seed: 9)
+        func send(_ line: String) {
+            if line.hasPrefix("P "), lossRng.next() % 100 < loss { return }
+            toChild.fileHandleForWriting.write((line + "\n").data(using: .utf8)!) }
 
         var r = SeededRandom(seed: 1)
         var dc = DataChannels(config: DataChannelConfig(isDTLSClient: true), random: &r)
@@ -54,7 +59,7 @@ import Wire
         let big = payload(3, size: 100_000)
         var sentAll = false
         var closing = false
-        let end = clock() + .seconds(20)
+        let end = clock() + .seconds(90)
         var deadline = Instant.distantFuture
         while clock() < end {
             loop: while true {
@@ -89,7 +94,7 @@ import Wire
             inbox.lines.removeAll()
             inbox.lock.unlock()
             for l in lines {
-                if l.hasPrefix("P "), let bytes = Hex.decode(String(l.dropFirst(2))) {
+                if l.hasPrefix("P "), lossRng.next() % 100 >= loss, let bytes = Hex.decode(String(l.dropFirst(2))) {
                     dc.handleInput(bytes, now: clock())
                 } else if l.hasPrefix("E ") {
                     theirs.append(String(l.dropFirst(2)))
