@@ -23,8 +23,7 @@ public struct SCTPConfig: Sendable {
     /// RTO.Min: 400 ms instead of the RFC's 1 s. A data channel shares a path with
     /// interactive audio whose RTT is tens of milliseconds; a 1 s floor would stall a lost
     /// message for a second. 400 ms stays above the peer's 200 ms delayed SACK plus a
-    /// typical RTT, so a merely delayed SACK does not cause spurious retransmissions
-    /// (Chrome's dcsctp uses a similar floor).
+    /// typical RTT, so a merely delayed SACK does not cause spurious retransmissions.
     public var rtoMin: Duration = .milliseconds(400)
     /// RTO.Max: 10 s instead of 60 s. ICE consent freshness declares a path dead after
     /// 30 s (RFC 7675), so a longer back-off never helps; a shorter one resumes a channel
