@@ -66,6 +66,7 @@ let package = Package(
         .testTarget(name: "RTPTests", dependencies: ["RTP", "Wire"]),
         .target(name: "CAllocCounter", path: "Tests/CAllocCounter"),
         .testTarget(name: "AudioTests", dependencies: ["Audio", "Wire", "CAllocCounter"]),
+        .testTarget(name: "SCTPTests", dependencies: ["SCTP", "Wire"]),
     ],
     swiftLanguageModes: [.v6]
 )
