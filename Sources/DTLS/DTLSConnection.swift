@@ -142,9 +142,12 @@ public final class DTLSConnection {
 
     /// - Parameters:
     ///   - remoteFingerprints: the peer's `a=fingerprint` values; at least one.
-    ///   - mtu: the largest datagram to send (1200 keeps clear of tunnels and IPv6 minimums).
+    ///   - mtu: the largest datagram to send. SCTP above sends packets of at most 1200
+    ///     bytes (RFC 8831 §5); with the record's 37 bytes of header, nonce and tag that
+    ///     needs 1237, so 1280 (the IPv6 minimum link MTU less headers still fits a
+    ///     1500-byte Ethernet frame) leaves room.
     public init(role: DTLSRole, identity: Identity, random: CryptoRandom,
-                remoteFingerprints: [CertificateFingerprint], mtu: UInt16 = 1200) throws(DTLSError) {
+                remoteFingerprints: [CertificateFingerprint], mtu: UInt16 = 1280) throws(DTLSError) {
         guard !remoteFingerprints.isEmpty else { throw .noFingerprint }
         self.role = role
         self.identity = identity
@@ -158,12 +161,9 @@ public final class DTLSConnection {
         mbedtls_ssl_config_init(config)
         mbedtls_x509_crt_init(trust)
         mbedtls_x509_crt_init(ownCertificate)
-        do throws(DTLSError) {
-            try setUp(mtu: mtu)
-        } catch {
-            release()
-            throw error
-        }
+        // Every stored property is set by now, so if setUp throws, deinit still runs and
+        // releases the contexts: releasing them here as well would free them twice.
+        try setUp(mtu: mtu)
     }
 
     private func setUp(mtu: UInt16) throws(DTLSError) {

@@ -64,11 +64,8 @@ public final class CryptoRandom {
         mbedtls_ctr_drbg_init(drbg)
         let custom = Array(personalization.utf8)
         let r = mbedtls_ctr_drbg_seed(drbg, mbedtls_entropy_func, entropy, custom, custom.count)
-        if r != 0 {
-            mbedtls_ctr_drbg_free(drbg); mbedtls_entropy_free(entropy)
-            drbg.deallocate(); entropy.deallocate()
-            throw .crypto(call: "mbedtls_ctr_drbg_seed", code: r)
-        }
+        // All stored properties are set: a throw here still runs deinit, which frees them.
+        if r != 0 { throw .crypto(call: "mbedtls_ctr_drbg_seed", code: r) }
     }
 
     deinit {

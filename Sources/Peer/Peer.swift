@@ -19,6 +19,7 @@ import ICE
 import DTLS
 import SRTP
 import RTP
+import SCTP
 
 /// Why the connection cannot go on (or a call was refused), for the log.
 public enum PeerError: Error, Equatable, Sendable, CustomStringConvertible {
@@ -34,6 +35,8 @@ public enum PeerError: Error, Equatable, Sendable, CustomStringConvertible {
     case wrongState(String)
     /// Randomness for credentials could not be drawn.
     case random(DTLSError)
+    /// A data-channel call failed (not connected, message too large, buffer full…).
+    case dataChannel(SCTPError)
 
     public var description: String {
         switch self {
@@ -43,6 +46,7 @@ public enum PeerError: Error, Equatable, Sendable, CustomStringConvertible {
         case .iceFailed: return "ICE failed: no path to the peer (or consent expired)"
         case .wrongState(let s): return "peer: \(s)"
         case .random(let e): return e.description
+        case .dataChannel(let e): return "data channel: \(e)"
         }
     }
 }
@@ -65,8 +69,9 @@ public enum PeerEvent: Equatable, Sendable {
     /// DTLS finished with a verified peer: media can flow.
     case connected
     case audio(ReceivedAudio)
-    /// A DTLS application record (SCTP packet) for the data-channel layer.
-    case applicationData([UInt8])
+    /// A data-channel event: the association is up, a channel opened or closed, a
+    /// message arrived (RFC 8831, DCEP RFC 8832).
+    case dataChannel(DataChannelEvent)
     case failed(PeerError)
     case closed
 }
@@ -88,6 +93,8 @@ public struct PeerStats: Equatable, Sendable {
     public var srtpDropped = 0
     /// Datagrams that matched no protocol or failed to parse: dropped.
     public var malformed = 0
+    /// SCTP packets DTLS refused to send.
+    public var dataChannelSendErrors = 0
     /// Round-trip time from the peer's last report about our stream (RFC 3550 §6.4.1).
     public var roundTripTime: Duration? = nil
     /// The peer's view of our stream: fraction lost (0–255) and interarrival jitter (ticks).
@@ -126,6 +133,8 @@ public final class Peer {
     var ice: ICEAgent<SeededRandom>
     var rng: SeededRandom
     var dtls: DTLSConnection?
+    var channels: DataChannels?
+    var channelsDeadline = Instant.distantFuture
     var outbound: SRTPContext?
     var inbound: SRTPContext?
     var sender: RTPSender
@@ -311,6 +320,10 @@ public final class Peer {
         }
         dtls?.handleTimeout(now: now)
         drainDTLS(now: now)
+        if now >= channelsDeadline {
+            channels?.handleTimeout(now: now)
+            drainChannels(now: now)
+        }
         if let t = nextRTCP, now >= t { sendRTCP(now: now) }
     }
 
@@ -320,9 +333,12 @@ public final class Peer {
             return .transmit(bytes: t.bytes, from: t.from, to: t.to)
         }
         if !events.isEmpty { return .event(events.removeFirst()) }
-        var deadline = closed ? Instant.distantFuture : iceDeadline
+        // A closed or failed connection asks for no more timeouts.
+        if closed { return .timeout(.distantFuture) }
+        var deadline = iceDeadline
         if case .timeout(let t)? = dtlsTimeout { deadline = min(deadline, t) }
         if let t = nextRTCP { deadline = min(deadline, t) }
+        if channels != nil { deadline = min(deadline, channelsDeadline) }
         return .timeout(deadline)
     }
 
@@ -349,10 +365,80 @@ public final class Peer {
     /// A frame that is not sent (mute with DTX, or nothing captured): RTP time moves on.
     public func skipAudio(samples: UInt32) { sender.skip(samples: samples) }
 
-    /// Sends one DTLS application record (an SCTP packet).
-    public func sendApplicationData(_ data: [UInt8], now: Instant) throws(PeerError) {
-        guard let dtls else { throw .wrongState("no DTLS connection yet") }
-        do throws(DTLSError) { try dtls.send(data) } catch { throw .dtls(error) }
+    // MARK: Data channels
+
+    /// Opens a data channel (reliable; ordered unless asked); returns its id. Fails
+    /// before the association is up (wait for `.dataChannel(.connected)`).
+    public func openChannel(label: String, ordered: Bool = true, now: Instant) throws(PeerError) -> UInt16 {
+        guard var c = channels else { throw .wrongState("no data channel association (not negotiated, or not connected yet)") }
+        do throws(SCTPError) {
+            let id = try c.open(label: label, ordered: ordered, now: now)
+            channels = c
+            drainChannels(now: now)
+            return id
+        } catch {
+            channels = c
+            throw .dataChannel(error)
+        }
+    }
+
+    public func send(channel: UInt16, text: String, now: Instant) throws(PeerError) {
+        guard var c = channels else { throw .wrongState("no data channel association") }
+        do throws(SCTPError) { try c.send(channel, text: text, now: now) } catch { channels = c; throw .dataChannel(error) }
+        channels = c
+        drainChannels(now: now)
+    }
+
+    public func send(channel: UInt16, binary: [UInt8], now: Instant) throws(PeerError) {
+        guard var c = channels else { throw .wrongState("no data channel association") }
+        do throws(SCTPError) { try c.send(channel, binary: binary, now: now) } catch { channels = c; throw .dataChannel(error) }
+        channels = c
+        drainChannels(now: now)
+    }
+
+    public func closeChannel(_ channel: UInt16, now: Instant) throws(PeerError) {
+        guard var c = channels else { throw .wrongState("no data channel association") }
+        do throws(SCTPError) { try c.close(channel, now: now) } catch { channels = c; throw .dataChannel(error) }
+        channels = c
+        drainChannels(now: now)
+    }
+
+    /// The label of an open channel.
+    public func label(of channel: UInt16) -> String? { channels?.label(of: channel) }
+
+    func startChannels(now: Instant) {
+        guard let n = negotiated, let dc = n.dataChannel, let dtls else { return }
+        var config = DataChannelConfig(isDTLSClient: dtls.role == .client)
+        config.sctp.remotePort = dc.remoteSCTPPort
+        // RFC 8841 §6: never send more than the peer accepts; receive what we offered.
+        config.sctp.maxMessageSize = Int(min(dc.remoteMaxMessageSize, configuration.maxMessageSize))
+        var r = rng
+        var c = DataChannels(config: config, random: &r)
+        rng = r
+        c.connect(now: now)
+        channels = c
+        drainChannels(now: now)
+    }
+
+    func drainChannels(now: Instant) {
+        guard var c = channels else { return }
+        var records: [[UInt8]] = []
+        loop: while true {
+            switch c.pollOutput() {
+            case .transmit(let packet): records.append(packet)
+            case .event(let e): events.append(.dataChannel(e))
+            case .timeout(let t):
+                channelsDeadline = t
+                break loop
+            }
+        }
+        channels = c
+        guard let dtls, !records.isEmpty else { return }
+        // Each SCTP packet is one DTLS record (RFC 8261 §5). A record DTLS refuses is
+        // lost like a datagram; SCTP retransmits it.
+        for r in records {
+            do throws(DTLSError) { try dtls.send(r) } catch { stats.dataChannelSendErrors += 1 }
+        }
         drainDTLS(now: now)
     }
 
@@ -365,6 +451,11 @@ public final class Peer {
                 return try? outbound.protectRTCP(buffer, length: n)
             }
             if let length { transmits.append((Array(scratch[0..<length]), path.local, path.remote)) }
+        }
+        if var c = channels {
+            c.abort(now: now)
+            channels = c
+            drainChannels(now: now)
         }
         dtls?.close()
         drainDTLS(now: now)
@@ -433,11 +524,16 @@ public final class Peer {
                         connected = true
                         nextRTCP = now + .milliseconds(500)
                         events.append(.connected)
+                        startChannels(now: now)
                     } catch {
                         fail(.srtp(error))
                     }
                 case .data(let d):
-                    events.append(.applicationData(d))
+                    if var c = channels {
+                        c.handleInput(d, now: now)
+                        channels = c
+                        drainChannels(now: now)
+                    }
                 case .closed:
                     if !closed {
                         closed = true
@@ -456,6 +552,7 @@ public final class Peer {
     func fail(_ error: PeerError) {
         guard !closed else { return }
         closed = true
+        channels = nil
         connected = false
         nextRTCP = nil
         events.append(.failed(error))
