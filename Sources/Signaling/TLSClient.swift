@@ -404,7 +404,9 @@ public final class TLSRandom {
 /// How to connect and what to accept.
 public struct TLSClientConfiguration {
     /// The server's DNS name: sent as SNI (RFC 6066 §3) and matched against the
-    /// certificate. mbedtls 2.28 matches names only (dNSName, then CN), not IP addresses.
+    /// certificate. mbedtls 2.28 matches names only (dNSName, then CN): an IP literal is
+    /// sent as SNI too (RFC 6066 §3 says not to) and matches only a certificate that
+    /// carries it as a name, so use DNS names for HTTPS endpoints.
     public var hostname: String
     public var trust: TLSTrustStore
     /// When non-empty, some certificate of the verified chain must have one of these

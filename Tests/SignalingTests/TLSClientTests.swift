@@ -362,6 +362,20 @@ func rejection(_ events: [TLSEvent]) -> [CertificateProblem]? {
         #expect(client.pollOutput() == .timeout(.distantFuture))
     }
 
+    @Test("half an application record then EOF: truncated, and no partial data")
+    func truncatedRecord() throws {
+        let server = try goodServer()
+        let client = try makeClient()
+        _ = handshake(client, server)
+        try server.write(Array("a response body".utf8))
+        let record = server.takeOutput()
+        client.handleInput(Array(record[0..<(record.count - 4)]), now: .zero)
+        #expect(client.pollOutput() == .timeout(.distantFuture))
+        client.handleEndOfStream(now: .zero)
+        #expect(client.pollOutput() == .event(.failed(.truncated)))
+        #expect(client.state == .failed)
+    }
+
     @Test("a flipped bit in an application record is a bad MAC, not data")
     func tamperedRecord() throws {
         let server = try goodServer()
@@ -518,5 +532,33 @@ func rejection(_ events: [TLSEvent]) -> [CertificateProblem]? {
         #expect(utcDate(TLSFixtures.expiredNotBefore) == "2020-01-01 00:00:00 UTC")
         #expect(utcDate(1_700_000_000) == "2023-11-14 22:13:20 UTC")
         #expect(utcDate(-1) == "1969-12-31 23:59:59 UTC")
+    }
+}
+
+@Suite struct TLSWithHTTPTests {
+    @Test("an HTTPS exchange: the HTTP codec's request through the client, the response parsed as it arrives")
+    func httpsRoundTrip() throws {
+        let server = try goodServer()
+        let client = try makeClient()
+        #expect(handshake(client, server) == [.connected])
+        let url = try HTTPURL("https://signal.linnet.test/whip")
+        let request = HTTPRequest(method: "POST", url: url, headers: HTTPHeaders([("Content-Type", "application/sdp")]),
+                                  body: Array("v=0\r\n".utf8))
+        try client.send(request.serialize())
+        _ = exchange(client, server)
+        let seen = String(decoding: server.received, as: UTF8.self)
+        #expect(seen.hasPrefix("POST /whip HTTP/1.1\r\n") && seen.hasSuffix("\r\n\r\nv=0\r\n"))
+        #expect(seen.contains("Host: signal.linnet.test\r\n"))
+
+        let answer = String(repeating: "a=candidate:x\r\n", count: 2000)  // ~30 KB: several records
+        try server.write(Array("HTTP/1.1 201 Created\r\nLocation: /whip/1\r\nContent-Length: \(answer.utf8.count)\r\n\r\n\(answer)".utf8))
+        var parser = HTTPResponseParser()
+        var response: HTTPResponse? = nil
+        for event in exchange(client, server, chunk: 1000) {
+            guard case .data(let bytes) = event, response == nil else { continue }
+            response = try parser.feed(bytes)
+        }
+        let r = try #require(response)
+        #expect(r.status == 201 && r.headers["location"] == "/whip/1" && r.bodyText == answer)
     }
 }
