@@ -1062,12 +1062,15 @@ class PeerServer:
         if session not in self.ended:
             self.ended.append(session)
         self.write_report()
-        if self.args.once:
+        if self.args.once and not self.stop_event.is_set():
             self.exit_reason = f"once: {reason}"
             self.stop_event.set()
 
     async def new_session(self, route: str, offer: str, chat_id: Optional[str] = None):
         self.offers_seen += 1
+        if "\nm=" not in offer.replace("\r\n", "\n"):
+            # aiortc would answer an offer without media sections; a provider does not.
+            return None, "the offer has no media section"
         session = Session(self, route, chat_id)
         try:
             answer = await session.answer(offer)
@@ -1125,7 +1128,7 @@ class PeerServer:
         status = self.args.fail_status
         if not status:
             return None
-        if self.args.fail_count is not None and self.offers_seen > self.args.fail_count:
+        if self.args.fail_count is not None and self.offers_seen >= self.args.fail_count:
             return None
         headers = {}
         if self.args.retry_after is not None:
