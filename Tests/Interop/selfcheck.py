@@ -159,8 +159,10 @@ class PeerProcess:
 
 
 class Client:
-    def __init__(self, name: str) -> None:
+    def __init__(self, name: str, sha1_80_only: bool = False) -> None:
         self.name = name
+        # Like Linnet (mbedtls 2.28 knows only the SHA1 profiles): offer just SHA1_80.
+        self.sha1_80_only = sha1_80_only
         self.pc = RTCPeerConnection(RTCConfiguration(iceServers=[]))
         self.sine = peer.Sine(CLIENT_TONE, -12.0)
         self.pc.addTrack(peer.PacedTrack(self.sine.next))
@@ -222,6 +224,11 @@ class Client:
 
     async def offer(self) -> str:
         await self.pc.setLocalDescription(await self.pc.createOffer())
+        if self.sha1_80_only:
+            from aiortc.rtcdtlstransport import SRTP_AES128_CM_SHA1_80
+            for transceiver in self.pc.getTransceivers():
+                transceiver.receiver.transport._srtp_profiles = [SRTP_AES128_CM_SHA1_80]
+            self.pc.sctp.transport._srtp_profiles = [SRTP_AES128_CM_SHA1_80]
         return self.pc.localDescription.sdp
 
     async def accept(self, answer: str) -> None:
@@ -297,7 +304,7 @@ async def hang_up(client: Client, peer_proc: PeerProcess, end: tuple[str, str], 
 
 
 async def echo_call(peer_proc: PeerProcess, route: str, token: str | None) -> None:
-    client = Client(f"echo/{route}")
+    client = Client(f"echo/{route}", sha1_80_only=(route == "backend"))
     _, end = await connect(client, peer_proc, route, token)
     loop = asyncio.get_running_loop()
     t0 = loop.time()
@@ -557,7 +564,8 @@ async def main() -> int:
             conditions = {
                 "connected": "connected" in states,
                 "dtls client": s["dtls_role"] == "client",
-                "srtp": bool(s["srtp_profile"]),
+                "srtp": s["srtp_profile"] == ("SRTP_AES128_CM_SHA1_80" if s["route"] == "backend"
+                                              else "SRTP_AEAD_AES_256_GCM"),
                 "cipher": bool(s["tls_cipher"]),
                 "loopback pair": bool(s["selected_pairs"])
                 and s["selected_pairs"][0]["local"]["ip"] == "127.0.0.1",
