@@ -35,6 +35,7 @@ import numpy as np
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
+sys.dont_write_bytecode = True  # importing peer.py must not leave __pycache__ in the tree
 
 import peer  # noqa: E402  (the same generator code, used for the client's microphone)
 from aiortc import RTCConfiguration, RTCPeerConnection, RTCSessionDescription  # noqa: E402
