@@ -10,6 +10,7 @@ import Signaling
 import DTLS
 import Codec
 import Peer
+import SCTP
 
 enum AnswerMode: String {
     case echo, tone
@@ -146,6 +147,17 @@ final class Answerer {
         case .failed(let error):
             Log.warning("answer: session \(s.id) failed: \(error)")
             _ = closeSession(s.id)
+        case .dataChannel(.opened(_, let label, _)):
+            Log.info("answer: session \(s.id): data channel '\(label)' open")
+        case .dataChannel(.message(let channel, let data, let isText)):
+            // Echo mode answers every message on its own channel, text as text.
+            guard mode == .echo else { break }
+            if isText {
+                try? s.call.peer.send(channel: channel, text: String(decoding: data, as: UTF8.self), now: loop.now)
+            } else {
+                try? s.call.peer.send(channel: channel, binary: data, now: loop.now)
+            }
+            s.call.pump()
         case .closed:
             if sessions[s.id] != nil {
                 Log.info("answer: session \(s.id) closed by the peer")

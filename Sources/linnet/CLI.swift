@@ -51,6 +51,9 @@ enum CLI {
               --loop-input             start the file again at its end
               --output FILE.wav        what would be played, to a file (48 kHz mono)
               --seconds N              end the session cleanly after N seconds connected
+              --events FILE            session events and data-channel messages as JSON lines ("-": stdout)
+              --events-label LABEL     the data channel opened for events (default oai-events)
+              --send FILE              text lines to send on that channel once it is open
               --stun HOST:PORT         STUN server for server-reflexive candidates
               --interfaces NAMES       comma list of interfaces to gather on
               --log-level LEVEL        error, warn, info (default) or debug

@@ -9,6 +9,7 @@ import Signaling
 import DTLS
 import Codec
 import Peer
+import SCTP
 
 /// How the offer reaches the provider.
 enum Route {
@@ -31,8 +32,15 @@ final class Session {
     var playoutTimer: EventLoop.TimerID?
     var onEnd: (ExitStatus, String?) -> Void = { _, _ in }
     var connectedAt: Instant?
+    var offerSentAt: Instant?
+    var firstAudioAt: Instant?
     var ended = false
     var onConnected: () -> Void = {}
+    var events: EventLog?
+    var channelLabel = "oai-events"
+    var eventsChannel: UInt16?
+    /// Text messages to send on the events channel once it is open (`--send FILE`).
+    var queued: [String] = []
 
     init(loop: EventLoop, route: Route, token: String?, call: Call, media: MediaPath, source: FrameSource?, sink: WAVFrameSink?) {
         self.loop = loop
@@ -53,7 +61,10 @@ final class Session {
 
     func start() {
         call.onEvent = { e in self.event(e) }
-        call.onAudio = { a in self.media.received(a) }
+        call.onAudio = { a in
+            if self.firstAudioAt == nil { self.firstAudioAt = self.loop.now }
+            self.media.received(a)
+        }
         call.start()
         call.whenGathered(timeout: .seconds(2)) { self.sendOffer() }
     }
@@ -75,6 +86,8 @@ final class Session {
             request = HTTPRequest(method: "POST", url: url, headers: headers("application/json"), body: body.serialized())
         }
         Log.info("offer → \(request.url)")
+        offerSentAt = loop.now
+        log("state", [("state", "connecting")])
         post(request, redirects: 3)
     }
 
@@ -133,19 +146,86 @@ final class Session {
         }
     }
 
+    func log(_ type: String, _ fields: [(String, JSONValue)]) {
+        events?.write(type, fields, now: loop.now)
+    }
+
     func event(_ e: PeerEvent) {
         switch e {
-        case .iceStateChanged(let s): Log.info("ICE \(s)")
+        case .iceStateChanged(let s):
+            Log.info("ICE \(s)")
+            log("ice", [("state", .string(s.description))])
         case .selectedPairChanged(let p): Log.info("path \(p)")
         case .connected:
             connectedAt = loop.now
             Log.info("connected: DTLS-SRTP up")
+            log("state", [("state", "connected")])
             startMedia()
             onConnected()
-        case .failed(let error): finish(.unavailable, "call failed: \(error)")
-        case .closed: if !ended { finish(.ok, "the provider closed the call") }
+        case .dataChannel(let d):
+            dataChannel(d)
+        case .failed(let error):
+            log("state", [("state", "failed"), ("error", .string(error.description))])
+            finish(.unavailable, "call failed: \(error)")
+        case .closed:
+            if !ended { finish(.ok, "the provider closed the call") }
         default: break
         }
+    }
+
+    func dataChannel(_ e: DataChannelEvent) {
+        switch e {
+        case .connected:
+            // The offerer opens the events channel (providers expect the client to).
+            do throws(PeerError) {
+                eventsChannel = try call.peer.openChannel(label: channelLabel, now: loop.now)
+                call.pump()
+            } catch {
+                Log.warning("cannot open the '\(channelLabel)' channel: \(error)")
+            }
+        case .opened(let channel, let label, _):
+            Log.info("data channel '\(label)' open")
+            log("channel", [("event", "open"), ("label", .string(label)), ("id", .number(JSONNumber(Int(channel))))])
+            if channel == eventsChannel { flushQueue() }
+        case .message(let channel, let data, let isText):
+            let label = call.peer.label(of: channel) ?? String(channel)
+            if isText {
+                log("message", [("label", .string(label)), ("text", .string(String(decoding: data, as: UTF8.self)))])
+            } else {
+                log("message", [("label", .string(label)), ("binary", .string(Base64.encode(data)))])
+            }
+        case .closed(let channel):
+            Log.info("data channel \(channel) closed")
+            log("channel", [("event", "closed"), ("id", .number(JSONNumber(Int(channel))))])
+            if channel == eventsChannel { eventsChannel = nil }
+        case .sendBufferLow:
+            flushQueue()
+        case .associationClosed:
+            log("channel", [("event", "association-closed")])
+        }
+    }
+
+    /// Queues a text message for the events channel (sent now if it is open).
+    func sendEvent(_ text: String) {
+        queued.append(text)
+        flushQueue()
+    }
+
+    func flushQueue() {
+        guard let channel = eventsChannel else { return }
+        while !queued.isEmpty {
+            do throws(PeerError) {
+                try call.peer.send(channel: channel, text: queued[0], now: loop.now)
+                queued.removeFirst()
+            } catch {
+                // A full send buffer: wait for `.sendBufferLow`. Anything else is logged
+                // and the message dropped.
+                if case .dataChannel(.sendBufferFull) = error { break }
+                Log.warning("could not send on '\(channelLabel)': \(error)")
+                queued.removeFirst()
+            }
+        }
+        call.pump()
     }
 
     func startMedia() {
@@ -209,6 +289,12 @@ final class Session {
         }
     }
 
+    /// Milliseconds from posting the offer to the first audio packet received.
+    var connectMilliseconds: Int64? {
+        guard let a = offerSentAt, let b = firstAudioAt else { return nil }
+        return (b - a).milliseconds
+    }
+
     func finish(_ status: ExitStatus, _ message: String) {
         if status == .ok { Log.info(message) } else { Log.error(message) }
         stop(status, message)
@@ -222,7 +308,8 @@ func joinPath(_ base: String, _ tail: String) -> String {
 }
 
 enum RunCommand {
-    static let valued = ["whip", "backend", "chat", "token-file", "input", "output", "seconds", "stun", "interfaces", "log-level", "capture", "playback", "events"]
+    static let valued = ["whip", "backend", "chat", "token-file", "input", "output", "seconds", "stun", "interfaces", "log-level",
+                         "capture", "playback", "events", "events-label", "send"]
 
     static func run(_ args: [String]) -> ExitStatus {
         let options: Options
@@ -293,6 +380,15 @@ enum RunCommand {
         let call = try wrap { () throws(CallError) in try Call(loop: loop, role: .offerer, addresses: addresses, stun: stun, identity: identity, crypto: crypto) }
         let media = try wrap { () throws(CodecError) in try MediaPath() }
         let session = Session(loop: loop, route: route, token: token, call: call, media: media, source: source, sink: sink)
+        if let path = options["events"] { session.events = try EventLog(path: path, start: loop.now) }
+        if let label = options["events-label"] {
+            guard !label.isEmpty, label.utf8.count <= 1024 else { throw CLIFailure(.usage, "--events-label must be 1–1024 bytes") }
+            session.channelLabel = label
+        }
+        if let path = options["send"] {
+            guard let bytes = readFile(path, limit: 16 << 20) else { throw CLIFailure(.dataError, "--send '\(path)': cannot read it (or it is over 16 MiB)") }
+            session.queued = String(decoding: bytes, as: UTF8.self).split(separator: "\n", omittingEmptySubsequences: true).map(String.init)
+        }
         var exit = ExitStatus.ok
         session.onEnd = { status, _ in
             exit = status
@@ -313,6 +409,11 @@ enum RunCommand {
         try wrap { () throws(SystemError) in try loop.run() }
         let s = call.peer.stats
         Log.info("stats: sent \(s.rtpSent) packets, received \(s.rtpReceived), decoded \(media.stats.framesDecoded), concealed \(media.stats.concealed), fec \(media.stats.fecRecovered), srtp dropped \(s.srtpDropped)")
+        var summary: [(String, JSONValue)] = [("rtp_sent", .number(JSONNumber(s.rtpSent))), ("rtp_received", .number(JSONNumber(s.rtpReceived))),
+                                              ("concealed", .number(JSONNumber(media.stats.concealed))), ("srtp_dropped", .number(JSONNumber(s.srtpDropped)))]
+        if let ms = session.connectMilliseconds { summary.append(("connect_ms", .number(JSONNumber(Int(ms))))) }
+        if let rtt = s.roundTripTime { summary.append(("rtt_ms", .number(JSONNumber(Double(rtt.microseconds) / 1000)))) }
+        session.log("stats", summary)
         return exit
     }
 
