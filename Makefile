@@ -18,10 +18,11 @@ deps:
 build: deps
 	swift build -Xswiftc -warnings-as-errors
 
-## test: the whole test suite, full Swift, warnings as errors
+## test: the whole test suite, full Swift, warnings as errors; the interop tests run
+## against the aiortc peer in build/interop-venv (made by Tests/Interop/setup.sh)
 test: deps
 	swift build --build-tests -Xswiftc -warnings-as-errors
-	swift test --skip-build
+	LINNET_AIORTC_PYTHON="$$(Tests/Interop/setup.sh | tail -n 1)" swift test --skip-build
 
 ## release: the Embedded Swift build for this machine → build/host/linnet
 release: deps

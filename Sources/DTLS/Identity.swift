@@ -130,7 +130,7 @@ public final class Identity {
             let n = mbedtls_x509write_crt_der(&crt, &buffer, buffer.count, mbedtls_ctr_drbg_random, random.drbg)
             guard n > 0 else { throw DTLSError.crypto(call: "mbedtls_x509write_crt_der", code: n) }
             // mbedtls writes the DER at the end of the buffer.
-            certificateDER = Array(buffer[(buffer.count - Int(n))...])
+            certificateDER = try Identity.repairedCertificate(Array(buffer[(buffer.count - Int(n))...]), key: key, random: random)
             fingerprint = certificateDER.withUnsafeBytes { sha256($0) }
         } catch {
             mbedtls_pk_free(key)
@@ -163,4 +163,76 @@ public func verifySelfSigned(_ der: [UInt8]) throws(DTLSError) -> [UInt8] {
     try check("mbedtls_md", mbedtls_md(info, crt.tbs.p, crt.tbs.len, &hash))
     try check("mbedtls_pk_verify", mbedtls_pk_verify(&crt.pk, crt.sig_md, hash, hash.count, crt.sig.p, crt.sig.len))
     return der.withUnsafeBytes { sha256($0) }
+}
+
+/// Minimal DER (X.690) reading and writing, for the one repair Identity needs.
+enum DER {
+    /// The tag, header length and content length of the TLV at `offset`, or nil.
+    static func element(_ b: [UInt8], at offset: Int) -> (tag: UInt8, header: Int, length: Int)? {
+        guard offset + 2 <= b.count else { return nil }
+        let tag = b[offset]
+        let first = Int(b[offset + 1])
+        if first < 0x80 {
+            return offset + 2 + first <= b.count ? (tag, 2, first) : nil
+        }
+        let count = first & 0x7F
+        guard count >= 1, count <= 3, offset + 2 + count <= b.count else { return nil }
+        var length = 0
+        for i in 0..<count { length = length << 8 | Int(b[offset + 2 + i]) }
+        return offset + 2 + count + length <= b.count ? (tag, 2 + count, length) : nil
+    }
+
+    static func encode(tag: UInt8, _ content: [UInt8]) -> [UInt8] {
+        let n = content.count
+        if n < 0x80 { return [tag, UInt8(n)] + content }
+        if n < 0x100 { return [tag, 0x81, UInt8(n)] + content }
+        if n < 0x10000 { return [tag, 0x82, UInt8(n >> 8), UInt8(n & 0xFF)] + content }
+        return [tag, 0x83, UInt8(n >> 16), UInt8((n >> 8) & 0xFF), UInt8(n & 0xFF)] + content
+    }
+
+    /// The contents of a SEQUENCE split into its elements (each whole TLV).
+    static func children(_ b: [UInt8]) -> [[UInt8]]? {
+        var out: [[UInt8]] = []
+        var i = 0
+        while i < b.count {
+            guard let e = element(b, at: i) else { return nil }
+            out.append(Array(b[i..<(i + e.header + e.length)]))
+            i += e.header + e.length
+        }
+        return out
+    }
+
+    static func contents(_ tlv: [UInt8]) -> [UInt8]? {
+        guard let e = element(tlv, at: 0), e.header + e.length == tlv.count else { return nil }
+        return Array(tlv[e.header...])
+    }
+}
+
+extension Identity {
+    /// `ecdsa-with-SHA256` AlgorithmIdentifier with its parameters absent, as RFC 5758
+    /// §3.2 requires: 1.2.840.10045.4.3.2.
+    static let ecdsaWithSHA256: [UInt8] = [0x30, 0x0A, 0x06, 0x08, 0x2A, 0x86, 0x48, 0xCE, 0x3D, 0x04, 0x03, 0x02]
+
+    /// mbedtls 2.28 writes the signature AlgorithmIdentifiers of an ECDSA certificate
+    /// with a NULL parameter, which RFC 5758 §3.2 forbids and strict parsers refuse (the
+    /// Python `cryptography` package under aiortc rejects the handshake). Rebuilds the
+    /// certificate with the parameters absent and signs the corrected TBSCertificate.
+    static func repairedCertificate(_ der: [UInt8], key: UnsafeMutablePointer<mbedtls_pk_context>,
+                                    random: CryptoRandom) throws(DTLSError) -> [UInt8] {
+        let malformed = DTLSError.crypto(call: "certificate repair", code: MBEDTLS_ERR_X509_INVALID_FORMAT)
+        guard let outer = DER.contents(der), let parts = DER.children(outer), parts.count == 3,
+              let tbsContent = DER.contents(parts[0]), var tbs = DER.children(tbsContent), tbs.count >= 3 else { throw malformed }
+        // TBSCertificate: [0] version, serialNumber, signature AlgorithmIdentifier, ...
+        let signatureIndex = tbs[0].first == 0xA0 ? 2 : 1
+        tbs[signatureIndex] = ecdsaWithSHA256
+        let newTBS = DER.encode(tag: 0x30, tbs.flatMap { $0 })
+        var hash = [UInt8](repeating: 0, count: 32)
+        _ = mbedtls_sha256_ret(newTBS, newTBS.count, &hash, 0)
+        var signature = [UInt8](repeating: 0, count: 80)  // MBEDTLS_ECDSA_MAX_LEN for P-256 is 72
+        var signatureLength = 0
+        try check("mbedtls_pk_sign", mbedtls_pk_sign(key, MBEDTLS_MD_SHA256, hash, hash.count, &signature, &signatureLength,
+                                                     mbedtls_ctr_drbg_random, random.drbg))
+        let bitString = DER.encode(tag: 0x03, [0] + signature[0..<signatureLength])
+        return DER.encode(tag: 0x30, newTBS + ecdsaWithSHA256 + bitString)
+    }
 }

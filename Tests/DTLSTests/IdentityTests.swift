@@ -31,6 +31,19 @@ import Wire
         #expect(identity.fingerprintText.count == 32 * 3 - 1)
     }
 
+    /// RFC 5758 §3.2: the ecdsa-with-SHA256 AlgorithmIdentifier has no parameters, in
+    /// the TBSCertificate and in the outer signatureAlgorithm (mbedtls 2.28 writes a NULL
+    /// there, which Python's `cryptography` refuses).
+    @Test func signatureAlgorithmHasNoParameters() throws {
+        let der = try Identity(random: try CryptoRandom()).certificateDER
+        let oid: [UInt8] = [0x30, 0x0A, 0x06, 0x08, 0x2A, 0x86, 0x48, 0xCE, 0x3D, 0x04, 0x03, 0x02]
+        var occurrences = 0
+        for i in 0...(der.count - oid.count) where Array(der[i..<(i + oid.count)]) == oid { occurrences += 1 }
+        #expect(occurrences == 2)
+        let withNull: [UInt8] = [0x30, 0x0C, 0x06, 0x08, 0x2A, 0x86, 0x48, 0xCE, 0x3D, 0x04, 0x03, 0x02, 0x05, 0x00]
+        #expect(!(0...(der.count - withNull.count)).contains { Array(der[$0..<($0 + withNull.count)]) == withNull })
+    }
+
     @Test func eachIdentityIsFresh() throws {
         let random = try CryptoRandom()
         let a = try Identity(random: random), b = try Identity(random: random)

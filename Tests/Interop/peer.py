@@ -1345,6 +1345,10 @@ def parse_args(argv=None):
 
 
 def main(argv=None) -> int:
+    # A parent may start us with SIGTERM/SIGINT blocked (the mask is inherited, and
+    # Linnet's test runner blocks them for its signalfd): unblock them, or SIGTERM
+    # would never end the peer.
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGTERM, signal.SIGINT})
     args = parse_args(argv)
     logging.basicConfig(stream=sys.stderr, level=getattr(logging, args.log_level.upper()),
                         format="%(asctime)s peer %(levelname)s %(name)s: %(message)s")
