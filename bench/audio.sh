@@ -10,7 +10,7 @@
 # set-up and first-call costs cancel. The test signal is speech-like with pauses and a
 # DC offset (bench/LinnetBench/Bench.swift) and repeats every 100 frames (1 s).
 #
-# usage: bench/audio.sh [full|embedded]   (default: full = full Swift -O; embedded =
+# usage: [KERNELS="hpf agc …"] bench/audio.sh [full|embedded]   (default: full = full Swift -O; embedded =
 #        the release build's Embedded Swift -Osize, whose names get an _osize suffix)
 set -euo pipefail
 mode=${1:-full}
@@ -32,13 +32,15 @@ collected() {
     "$bench" "$1" "$2" 2>&1 >/dev/null | sed -n 's/.*Collected : \([0-9]*\).*/\1/p'
 }
 
+kernels=${KERNELS:-hpf gain agc gate limiter meter mute chain opus}
 for pair in hpf:highpass gain:gain agc:agc gate:noise_gate limiter:limiter meter:level_meter \
             mute:mute_gate chain:default_chain; do
   kernel=${pair%%:*}; name=${pair#*:}
+  [[ " $kernels " == *" $kernel "* ]] || continue
   echo "BENCH audio_${name}_instructions_per_frame$suffix $(instructions "$kernel" 100 300) instructions"
 done
 # libopus is the same C library in both modes (Debian's -O2 build), so it is counted once.
-if [ "$mode" = full ]; then
+if [ "$mode" = full ] && [[ " $kernels " == *" opus "* ]]; then
   echo "BENCH opus_encode_instructions_per_frame $(instructions opus_encode 50 100) instructions"
   echo "BENCH opus_decode_instructions_per_frame $(instructions opus_decode 50 100) instructions"
 fi
