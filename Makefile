@@ -47,8 +47,10 @@ size: build/arm64/linnet
 	@echo "NEEDED: $$(readelf -d build/arm64/linnet | sed -n 's/.*(NEEDED).*\[\(.*\)\]/\1/p' | tr '\n' ' ')"
 	@scripts/size-report.py build/arm64/linnet.map
 
-## bench: every figure, one BENCH line each
+## bench: every figure, one BENCH line each (audio: callgrind counts, bench/audio.sh)
 bench: size
+	@bench/audio.sh full
+	@bench/audio.sh embedded
 
 clean:
 	rm -rf .build build

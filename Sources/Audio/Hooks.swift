@@ -24,54 +24,95 @@ func onePoleQ15(milliseconds: Double) -> Int32 {
 
 // MARK: - DC removal / high-pass
 
-/// First-order high-pass filter (DC removal), bilinear transform of an analog one-pole
-/// high-pass: y[n] = p·y[n−1] + b·(x[n] − x[n−1]) with p = (1 − tan(πfc/fs))/(1 + tan(πfc/fs)),
-/// b = (1 + p)/2, so the response is exactly −3 dB at the cutoff and 1 at Nyquist.
-/// p and b are Q30; the state y keeps 12 fractional bits (Q12) so rounding noise
-/// recirculated by the pole (gain 1/(1−p), ~400 at 20 Hz/48 kHz) stays far below 1 LSB.
+/// Per-rate configuration of the DC remover: block length and the per-block update.
+struct DCRemoverDesign {
+    /// Samples per channel in a block: a power of two, 1…16.
+    var blockLength: Int
+    var log2Block: Int
+    /// 1 − p^B in Q30: the fraction of the gap to the block mean the estimate closes.
+    var kQ30: Int64
+}
+
+/// DC removal / high-pass: the output is the input minus a running DC estimate, a
+/// first-order low-pass with the pole p = (1 − tan(πfc/fs))/(1 + tan(πfc/fs)), so the
+/// whole is the bilinear-transform first-order high-pass (−3 dB at the cutoff).
+///
+/// Why blocks: a per-sample recursion cannot be vectorised and cost ~20 instructions a
+/// sample (9,600 per 48 kHz frame). Here the estimate is updated once per block of B
+/// samples from the block's (trapezoidal) mean with the block pole p^B, so it follows
+/// the same exponential at block instants; within a block it is interpolated linearly
+/// from the previous block's value, so the subtracted signal has no steps, and the
+/// subtraction is one vectorised pass. For B = 1 this is exactly the bilinear filter.
+/// For B > 1 the block mean sees frequencies above the block rate and the interpolation
+/// adds small products of them: B is the largest power of two ≤ 16 that keeps the block
+/// rate fs/B at least 150 times the cutoff, which keeps those products 45 dB or more
+/// below a tone anywhere in the band and the response within 0.01 dB of the bilinear
+/// filter's (the tests measure both). Default 20 Hz at 48 kHz: B = 16, 30 blocks a
+/// frame; cutoffs above 187 Hz (48 kHz) run per sample.
+///
+/// Fixed point: the estimate is Q14 in 32 bits (|mean| ≤ 2^15 → ≤ 2^29); the block
+/// update (μ − d)·k is one 64-bit multiply per block, its result rounded to a multiple
+/// of B so the in-block ramp d + step·(i+1) ends exactly on the new estimate.
 public final class HighPassFilter: AudioHook, @unchecked Sendable {
     public let cutoffHz: Double
-    /// Q30 (p, b) for 16, 24 and 48 kHz.
-    private let coefficients: UnsafeMutablePointer<(Int64, Int64)>
-    /// Per channel: previous input, and output in Q12.
-    private let xPrev: UnsafeMutablePointer<Int32>
-    private let yQ12: UnsafeMutablePointer<Int64>
+    /// Per pipeline rate (16, 24, 48 kHz).
+    private let designs: UnsafeMutablePointer<DCRemoverDesign>
+    /// Per channel: the DC estimate, Q14, and the previous block's last sample.
+    private let dcQ14: UnsafeMutablePointer<Int32>
+    private let lastSample: UnsafeMutablePointer<Int32>
 
     /// - cutoffHz: 1…1000 Hz (default 20 Hz: DC and subsonic rumble).
     public init(cutoffHz: Double = 20) throws(AudioError) {
         try checkRange(.cutoffHz, cutoffHz, 1, 1000)
         self.cutoffHz = cutoffHz
-        coefficients = .allocate(capacity: 3)
+        designs = .allocate(capacity: 3)
         for rate in SampleRate.allCases {
-            let (p, b) = HighPassFilter.design(cutoffHz: cutoffHz, sampleRate: Double(rate.hertz))
-            (coefficients + rate.index).initialize(to: (Int64((p * 1073741824).rounded()), Int64((b * 1073741824).rounded())))
+            let fs = Double(rate.hertz)
+            let b = HighPassFilter.blockLength(cutoffHz: cutoffHz, sampleRate: fs)
+            var lg = 0
+            while (1 << lg) < b { lg += 1 }
+            let p = HighPassFilter.pole(cutoffHz: cutoffHz, sampleRate: fs)
+            var pB = 1.0
+            for _ in 0..<b { pB *= p }
+            (designs + rate.index).initialize(to: DCRemoverDesign(blockLength: b, log2Block: lg,
+                                                                  kQ30: Int64(((1 - pB) * 1073741824).rounded())))
         }
-        xPrev = .allocate(capacity: AudioFormat.maxChannels)
-        xPrev.initialize(repeating: 0, count: AudioFormat.maxChannels)
-        yQ12 = .allocate(capacity: AudioFormat.maxChannels)
-        yQ12.initialize(repeating: 0, count: AudioFormat.maxChannels)
+        dcQ14 = .allocate(capacity: AudioFormat.maxChannels)
+        dcQ14.initialize(repeating: 0, count: AudioFormat.maxChannels)
+        lastSample = .allocate(capacity: AudioFormat.maxChannels)
+        lastSample.initialize(repeating: 0, count: AudioFormat.maxChannels)
     }
 
     deinit {
-        coefficients.deallocate()
-        xPrev.deallocate()
-        yQ12.deallocate()
+        designs.deallocate()
+        dcQ14.deallocate()
+        lastSample.deallocate()
     }
 
-    /// The exact (Double) coefficients (p, b), for reference implementations.
-    public static func design(cutoffHz: Double, sampleRate: Double) -> (p: Double, b: Double) {
+    /// The pole p of the DC estimate (per sample), for reference implementations.
+    public static func pole(cutoffHz: Double, sampleRate: Double) -> Double {
         let t = ConfigMath.tan(ConfigMath.pi * cutoffHz / sampleRate)
-        let p = (1 - t) / (1 + t)
-        return (p, (1 + p) / 2)
+        return (1 - t) / (1 + t)
     }
+
+    /// Samples per channel in a block: the largest power of two ≤ 16 with
+    /// sampleRate/B ≥ 150·cutoff (and ≥ 1); every frame length (160, 240, 480) divides.
+    public static func blockLength(cutoffHz: Double, sampleRate: Double) -> Int {
+        var b = 16
+        while b > 1 && sampleRate / Double(b) < 150 * cutoffHz { b /= 2 }
+        return b
+    }
+
+    /// The block length in use at `rate`.
+    public func blockLength(at rate: SampleRate) -> Int { designs[rate.index].blockLength }
 
     #if RT_AUDIT
     @_noLocks
     #endif
     public func captureDidStart(_ format: AudioFormat) {
         for c in 0..<AudioFormat.maxChannels {
-            xPrev[c] = 0
-            yQ12[c] = 0
+            dcQ14[c] = 0
+            lastSample[c] = 0
         }
     }
 
@@ -79,27 +120,63 @@ public final class HighPassFilter: AudioHook, @unchecked Sendable {
     @_noLocks
     #endif
     public func process(_ samples: UnsafeMutableBufferPointer<Int16>, _ info: FrameInfo) -> HookVerdict {
-        let (p, b) = coefficients[info.sampleRate.index]
+        guard let base = samples.baseAddress else { return .pass }
+        let design = designs[info.sampleRate.index]
         let channels = info.channels
-        let n = min(info.sampleCount, samples.count)
-        for c in 0..<channels {
-            var xp = xPrev[c]
-            var y = yQ12[c]
-            var i = c
-            while i < n {
-                let x = Int32(samples[i])
-                // |y| < 2^29 (Q12 of ≤ 2^17), |x − xp| ≤ 2^16: both products < 2^60.
-                let acc = p &* y &+ b &* (Int64(x &- xp) &<< 12)
-                y = (acc &+ (1 << 29)) &>> 30
-                xp = x
-                samples[i] = saturate16(Int32(truncatingIfNeeded: (y &+ 2048) &>> 12))
-                i &+= channels
+        let frames = min(info.sampleCount, samples.count) / channels
+        let blocks = frames &>> design.log2Block
+        if channels == 1 && design.blockLength == 16 {
+            // The default (48 kHz mono, cutoff ≤ 20 Hz): a constant block length lets
+            // LLVM vectorise both inner loops fully.
+            removeDC(base, blocks: blocks, blockLength: 16, log2Block: 4, stride: 1,
+                                    kQ30: design.kQ30, dc: dcQ14, last: lastSample)
+        } else {
+            for c in 0..<channels {
+                removeDC(base + c, blocks: blocks, blockLength: design.blockLength,
+                                        log2Block: design.log2Block, stride: channels,
+                                        kQ30: design.kQ30, dc: dcQ14 + c, last: lastSample + c)
             }
-            xPrev[c] = xp
-            yQ12[c] = y
         }
         return .pass
     }
+
+}
+
+/// One channel (samples `stride` apart) of `HighPassFilter` through `blocks` blocks,
+/// updating its estimate and last sample. (A free function: a static method on the
+/// class would make the RT audit count a metadata access.)
+@inline(__always)
+func removeDC(_ x: UnsafeMutablePointer<Int16>, blocks: Int, blockLength: Int, log2Block: Int,
+                     stride: Int, kQ30: Int64, dc: UnsafeMutablePointer<Int32>, last: UnsafeMutablePointer<Int32>) {
+    var d = dc.pointee
+    var xp = last.pointee
+    var p = x
+    for _ in 0..<blocks {
+        var sum: Int32 = 0 // |sum| ≤ 16·2^15 = 2^19
+        for i in 0..<blockLength { sum &+= Int32(p[i &* stride]) }
+        // Trapezoidal mean over the B sample intervals ending at this block's samples,
+        // (Σx + (x₋₁ − x_B−1)/2)/B: for B = 1 the update below is then exactly the
+        // bilinear filter's d = p·d + (1 − p)·(x + x₋₁)/2, and for larger B it keeps the
+        // estimate's phase on the same sample grid. ≤ 2^29 + 2^29 in Q14.
+        let xl = Int32(p[(blockLength &- 1) &* stride])
+        let meanQ14 = (sum &<< (14 &- log2Block)) &+ ((xp &- xl) &<< (13 &- log2Block))
+        xp = xl
+        // (μ − d)·k: ≤ 2^30·2^30 in 64 bits; rounded to a whole step per sample.
+        let delta = (Int64(meanQ14 &- d) &* kQ30 &+ (1 << 29)) &>> 30
+        let step = Int32(truncatingIfNeeded: (delta &+ Int64(blockLength &>> 1)) &>> Int64(log2Block))
+        // The ramp as an induction (additions only: x86's baseline SSE2 has no 32-bit
+        // lane multiply), with the rounding of the Q14 → sample shift folded in.
+        var r = d &+ 0x2000
+        for i in 0..<blockLength {
+            r &+= step
+            let y = Int32(p[i &* stride]) &- (r &>> 14)
+            p[i &* stride] = Int16(truncatingIfNeeded: min(max(y, -32768), 32767))
+        }
+        d = d &+ step &<< Int32(truncatingIfNeeded: log2Block)
+        p += blockLength &* stride
+    }
+    dc.pointee = d
+    last.pointee = xp
 }
 
 // MARK: - Gain

@@ -46,24 +46,41 @@ import Wire
 }
 
 @Suite struct HookDSPTests {
-    /// y[n] = p·y[n−1] + b·(x[n] − x[n−1]) in Double; fixed point within 1 LSB.
-    @Test(arguments: [(SampleRate.hz48000, 20.0, 1), (.hz16000, 100.0, 1), (.hz24000, 50.0, 2)])
-    func highPassMatchesDoubleReference(rate: SampleRate, cutoff: Double, channels: Int) throws {
+    /// The DC remover's design in Double (block means, block pole p^B, a linear ramp
+    /// between block estimates): the fixed-point one within 1 LSB. The cases cover block
+    /// lengths 16 (20 Hz at 48 kHz), 1 (100 Hz at 16 kHz: the per-sample first-order
+    /// filter) and 2 (50 Hz at 24 kHz, stereo).
+    @Test(arguments: [(SampleRate.hz48000, 20.0, 1, 16), (.hz16000, 100.0, 1, 1), (.hz24000, 50.0, 2, 2)])
+    func highPassMatchesDoubleReference(rate: SampleRate, cutoff: Double, channels: Int, block: Int) throws {
         let hpf = try HighPassFilter(cutoffHz: cutoff)
+        #expect(hpf.blockLength(at: rate) == block)
         let n = rate.samplesPerFrame * channels * 200
         let noise = noise(n, amplitude: 8000, seed: 3)
         let input = noise.enumerated().map { Int16(clamping: Int($0.element) + ($0.offset % channels == 0 ? 6000 : -9000)) }
         let (out, _) = run(hpf, input, rate: rate, channels: channels)
+        // The pole of the bilinear first-order high-pass, computed here independently.
         let t = tan(Double.pi * cutoff / Double(rate.hertz))
-        let p = (1 - t) / (1 + t), b = (1 + p) / 2
+        let p = (1 - t) / (1 + t)
+        let k = 1 - pow(p, Double(block))
         var ref = [Int16](repeating: 0, count: n)
+        let frames = n / channels
         for c in 0..<channels {
-            var y = 0.0, xp = 0.0
-            for i in stride(from: c, to: n, by: channels) {
-                let x = Double(input[i])
-                y = p * y + b * (x - xp)
-                xp = x
-                ref[i] = Int16(max(-32768, min(32767, y.rounded())))
+            var d = 0.0, xp = 0.0
+            for b in 0..<(frames / block) {
+                // Trapezoidal mean: for block = 1, d = p·d + (1 − p)·(x + x₋₁)/2 and
+                // x − d is y = p·y₋₁ + (1 + p)/2·(x − x₋₁), the bilinear high-pass itself.
+                var sum = 0.0
+                for i in 0..<block { sum += Double(input[(b * block + i) * channels + c]) }
+                let xl = Double(input[(b * block + block - 1) * channels + c])
+                sum += (xp - xl) / 2
+                xp = xl
+                let next = d + k * (sum / Double(block) - d)
+                for i in 0..<block {
+                    let j = (b * block + i) * channels + c
+                    let r = d + (next - d) * Double(i + 1) / Double(block)
+                    ref[j] = Int16(max(-32768, min(32767, (Double(input[j]) - r).rounded())))
+                }
+                d = next
             }
         }
         #expect(maxAbsDiff(out, ref) <= 1)
@@ -71,6 +88,39 @@ import Wire
         let tail = out.suffix(rate.samplesPerFrame * channels * 50)
         let mean = Double(tail.reduce(0) { $0 + Int($1) }) / Double(tail.count)
         #expect(abs(mean) < 100)
+    }
+
+    /// Against the first-order high-pass it stands for (bilinear, −3 dB at the cutoff):
+    /// tones at ¼, 1 and 10 times the cutoff and across the voice band come out at that
+    /// filter's gain (±0.05 dB), and from 10 times the cutoff up with everything that is
+    /// not the tone (the block interpolation's products, rounding) 45 dB or more below it.
+    /// Where the block length is 1 (100 Hz at 16 kHz, 300 Hz at 48 kHz) it is the
+    /// bilinear filter itself.
+    @Test(arguments: [(SampleRate.hz48000, 20.0), (.hz16000, 20.0), (.hz24000, 50.0), (.hz16000, 100.0), (.hz48000, 300.0)])
+    func highPassResponseIsFirstOrder(rate: SampleRate, cutoff: Double) throws {
+        let fs = Double(rate.hertz)
+        let t = tan(Double.pi * cutoff / fs)
+        let p = (1 - t) / (1 + t)
+        func exactGainDB(_ f: Double) -> Double {
+            // H(z) = (1 + p)/2 · (1 − z⁻¹)/(1 − p·z⁻¹) on the unit circle.
+            let w = 2 * Double.pi * f / fs
+            let num = (1 + p) / 2 * (2 - 2 * cos(w)).squareRoot()
+            let den = (1 - 2 * p * cos(w) + p * p).squareRoot()
+            return 20 * log10(num / den)
+        }
+        let seconds = max(1.0, 40 / cutoff) // settle for many time constants
+        let count = Int(fs * seconds) / rate.samplesPerFrame * rate.samplesPerFrame
+        for f in [cutoff / 4, cutoff, 10 * cutoff, 300, 1000, 3000] where f < fs / 2 {
+            let hpf = try HighPassFilter(cutoffHz: cutoff)
+            let input = quantise(sine(f, amplitude: 10000, rate: fs, count: count))
+            let (out, _) = run(hpf, input, rate: rate)
+            let tail = out.suffix(count / 2).map(Double.init)
+            let (amplitude, snr) = fitTone(tail, frequency: f, rate: fs)
+            let gain = 20 * log10(amplitude / 10000)
+            let tolerance = 0.05
+            #expect(abs(gain - exactGainDB(f)) <= tolerance, "\(f) Hz at cutoff \(cutoff): \(gain) dB")
+            if f >= 10 * cutoff { #expect(snr >= 45, "\(f) Hz at cutoff \(cutoff): \(snr) dB") }
+        }
     }
 
     @Test func gainMatchesDoubleReference() throws {

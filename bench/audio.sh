@@ -1,0 +1,50 @@
+#!/usr/bin/env bash
+# Audio figures, one `BENCH <name> <value> <unit>` line each (docs: CLI.md):
+#   - instructions per 10 ms 48 kHz mono frame of every built-in hook and of the default
+#     chain (high-pass, AGC, noise gate, limiter, meter, run through HookChain);
+#   - instructions per 20 ms frame of Opus encode and decode as the product configures
+#     them (48 kHz mono, 32 kbit/s, FEC, libopus' default complexity);
+#   - allocation calls per frame on the capture path (a real count, CAllocCounter).
+# Instructions are counted by callgrind (exact and repeatable on a busy machine) inside
+# the per-frame functions only (--toggle-collect), as (I(N2) − I(N1)) / (N2 − N1) so
+# set-up and first-call costs cancel. The test signal is speech-like with pauses and a
+# DC offset (bench/LinnetBench/Bench.swift) and repeats every 100 frames (1 s).
+#
+# usage: [KERNELS="hpf agc …"] bench/audio.sh [full|embedded]   (default: full = full Swift -O; embedded =
+#        the release build's Embedded Swift -Osize, whose names get an _osize suffix)
+set -euo pipefail
+mode=${1:-full}
+top=$(cd "$(dirname "$0")/.." && pwd)
+export PATH=$PATH:/opt/swift/usr/bin
+bench=$("$top/bench/build.sh" "$mode" | tail -1)
+suffix=""
+[ "$mode" = embedded ] && suffix="_osize"
+
+# instructions <kernel> <n1> <n2> → per-frame instruction count
+instructions() {
+  local kernel=$1 n1=$2 n2=$3 i1 i2
+  i1=$(collected "$kernel" "$n1")
+  i2=$(collected "$kernel" "$n2")
+  echo $(( (i2 - i1 + (n2 - n1) / 2) / (n2 - n1) ))
+}
+collected() {
+  valgrind --tool=callgrind --callgrind-out-file=/dev/null --toggle-collect='*measured*' \
+    "$bench" "$1" "$2" 2>&1 >/dev/null | sed -n 's/.*Collected : \([0-9]*\).*/\1/p'
+}
+
+kernels=${KERNELS:-hpf gain agc gate limiter meter mute chain opus}
+for pair in hpf:highpass gain:gain agc:agc gate:noise_gate limiter:limiter meter:level_meter \
+            mute:mute_gate chain:default_chain; do
+  kernel=${pair%%:*}; name=${pair#*:}
+  [[ " $kernels " == *" $kernel "* ]] || continue
+  echo "BENCH audio_${name}_instructions_per_frame$suffix $(instructions "$kernel" 100 300) instructions"
+done
+# libopus is the same C library in both modes (Debian's -O2 build), so it is counted once.
+if [ "$mode" = full ] && [[ " $kernels " == *" opus "* ]]; then
+  echo "BENCH opus_encode_instructions_per_frame $(instructions opus_encode 50 100) instructions"
+  echo "BENCH opus_decode_instructions_per_frame $(instructions opus_decode 50 100) instructions"
+fi
+
+read -r _ allocations _ frames < <("$bench" capture_allocations 1100)
+# Printed as a fraction (%g): one allocation in a thousand frames must not round to 0.
+echo "BENCH capture_allocations_per_frame$suffix $(awk -v a="$allocations" -v f="$frames" 'BEGIN { printf "%g", a / f }') count"

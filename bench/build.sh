@@ -1,0 +1,47 @@
+#!/usr/bin/env bash
+# Builds bench/LinnetBench against the product modules Wire, Audio and Codec, compiled
+# the way a build compiles them (whole module, optimised), one module at a time.
+# It is not a SwiftPM target: scripts/embedded-build.sh builds every non-test target
+# of Package.swift into the release binary, so a second executable there would break it.
+#
+# usage: bench/build.sh full|embedded   → $BENCH_DIR/<mode>/linnet-bench
+#   full      full Swift, -O (what `swift build -c release` uses)
+#   embedded  Embedded Swift, -Osize, linked by gcc (what `make release` ships)
+set -euo pipefail
+mode=${1:?usage: bench/build.sh full|embedded}
+top=$(cd "$(dirname "$0")/.." && pwd)
+cd "$top"
+out=${BENCH_DIR:-$top/build/bench}/$mode
+mkdir -p "$out"
+swiftc=$(command -v swiftc)
+toolchain=$(cd "$(dirname "$swiftc")/.." && pwd)
+
+case "$mode" in
+  full) flags=(-O) ;;
+  embedded) flags=(-target x86_64-unknown-linux-gnu -enable-experimental-feature Embedded -Osize) ;;
+  *) echo "unknown mode '$mode' (full or embedded)" >&2; exit 64 ;;
+esac
+# SwiftPM makes a module map for the C target CAllocCounter; here it is written out.
+mkdir -p "$out/CAllocCounter"
+printf 'module CAllocCounter {\n    header "%s"\n    export *\n}\n' \
+  "$top/Tests/CAllocCounter/include/CAllocCounter.h" > "$out/CAllocCounter/module.modulemap"
+common=(-wmo -parse-as-library -swift-version 6 -I "$out" -I Sources/COpus -I Sources/CSystem
+        -I "$out/CAllocCounter" "${flags[@]}")
+
+rm -f "$out"/*.o
+for m in Wire Audio Codec; do
+  mapfile -t files < <(find "Sources/$m" -name '*.swift' | sort)
+  "$swiftc" "${common[@]}" -module-name "$m" -emit-module -emit-module-path "$out/$m.swiftmodule" \
+    -c "${files[@]}" -o "$out/$m.o"
+done
+# The malloc-family interposer of the allocation tests, for the capture_allocations kernel.
+gcc -O2 -c Tests/CAllocCounter/CAllocCounter.c -I Tests/CAllocCounter/include -o "$out/CAllocCounter.o"
+"$swiftc" "${common[@]}" -module-name LinnetBench -c bench/LinnetBench/*.swift -o "$out/LinnetBench.o"
+
+if [ "$mode" = full ]; then
+  "$swiftc" -o "$out/linnet-bench" "$out"/*.o -lopus -lm
+else
+  gcc -o "$out/linnet-bench" "$out"/*.o /usr/lib/x86_64-linux-gnu/libopus.a -lm \
+    -L"$toolchain/lib/swift/embedded/x86_64-unknown-linux-gnu" -lswiftUnicodeDataTables
+fi
+echo "$out/linnet-bench"
