@@ -1,4 +1,5 @@
 import CSystem
+import Synchronization
 import Wire
 import Audio
 import Platform

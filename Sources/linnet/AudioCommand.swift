@@ -2,11 +2,13 @@
 // than real time (capture conversion → hooks → Opus encode → decode → file); or from
 // and to ALSA devices on the real-time threads for --seconds.
 import CSystem
+import Synchronization
 import Wire
 import Platform
 import Audio
 import Codec
 import Devices
+import JSON
 
 /// The hook options shared by `audio` and `run` (also config keys).
 struct HookOptions {
@@ -28,7 +30,9 @@ struct HookOptions {
     init(_ o: Options) throws(CLIFailure) {
         func number(_ name: String, _ range: ClosedRange<Double>) throws(CLIFailure) -> Double? {
             guard let text = o[name] else { return nil }
-            guard let v = Double(text), range.contains(v) else {
+            // Embedded Swift has no Double(String) (it needs strtod): JSON's own correctly
+            // rounded decimal reader does the job.
+            guard let v = (try? JSONValue.parse(text))?.double, range.contains(v) else {
                 throw CLIFailure(.usage, "--\(name): '\(text)' is not a number from \(Int(range.lowerBound)) to \(Int(range.upperBound))")
             }
             return v

@@ -9,6 +9,7 @@ import Signaling
 import DTLS
 import Codec
 import Peer
+import ICE
 import SCTP
 
 /// How the offer reaches the provider.
