@@ -3,7 +3,7 @@ SHELL := /bin/bash
 export PATH := $(PATH):/opt/swift/usr/bin
 QEMU := qemu-aarch64-static -L /usr/aarch64-linux-gnu
 
-.PHONY: setup deps build test release arm64 qemu-check size bench clean
+.PHONY: setup deps build test demo release arm64 qemu-check size bench clean
 
 ## setup: install every Debian package the builds and tests need (idempotent)
 setup:
@@ -23,6 +23,10 @@ build: deps
 test: deps
 	swift build --build-tests -Xswiftc -warnings-as-errors
 	LINNET_AIORTC_PYTHON="$$(Tests/Interop/setup.sh | tail -n 1)" swift test --skip-build
+
+## demo: a whole call on this machine (built-in answerer, test voice, loopback UDP)
+demo: build
+	.build/debug/linnet demo
 
 ## release: the Embedded Swift build for this machine → build/host/linnet
 release: deps
@@ -48,9 +52,10 @@ size: build/arm64/linnet
 	@scripts/size-report.py build/arm64/linnet.map
 
 ## bench: every figure, one BENCH line each (audio: callgrind counts, bench/audio.sh)
-bench: size
+bench: size release
 	@bench/audio.sh full
 	@bench/audio.sh embedded
+	@bench/network.sh build/host/linnet
 
 clean:
 	rm -rf .build build

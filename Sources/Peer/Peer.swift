@@ -119,7 +119,12 @@ public struct PeerConfiguration: Sendable {
 
     public init(hostAddresses: [SocketAddress], ice: ICEConfig = ICEConfig()) {
         self.hostAddresses = hostAddresses
-        self.ice = ice
+        var config = ice
+        // RFC 8445 §14.2 lets Ta go down to 5 ms; 20 ms keeps a board with a handful of
+        // pairs well inside any rate limit while the nomination check (paced like the
+        // others) no longer costs 50 ms of connect time.
+        if config.ta > .milliseconds(20) { config.ta = .milliseconds(20) }
+        self.ice = config
     }
 }
 

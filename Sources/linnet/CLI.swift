@@ -58,7 +58,16 @@ enum CLI {
               --interfaces NAMES       comma list of interfaces to gather on
               --log-level LEVEL        error, warn, info (default) or debug
             """, run: { args in RunCommand.run(args) }),
-        Command(name: "demo", synopsis: "demo [--seconds N]", help: "A whole call on this machine with a built-in answerer on loopback.", run: nil),
+        Command(name: "demo", synopsis: "demo [--seconds N]", help: """
+            A whole call on this machine, with no sound card and no backend: the built-in
+            answerer (echo) on loopback, real UDP, ICE, DTLS-SRTP, RTP and a data channel;
+            a built-in test voice as the microphone; what comes back is written to a WAV
+            file. Prints the session's events as JSON lines and exits 0 when audio went
+            both ways.
+              --seconds N        length of the call once connected (default 5)
+              --output FILE.wav  where the returned audio goes (default linnet-demo.wav)
+              --events FILE      events to a file instead of standard output
+            """, run: { args in DemoCommand.run(args) }),
         Command(name: "answer", synopsis: "answer --listen HOST:PORT [--mode echo|tone]", help: """
             Answers WebRTC offers as a provider would: WHIP (POST an application/sdp offer
             to any path → 201 + Location; DELETE the location to end) and the app-backend

@@ -28,7 +28,7 @@ final class EventLog {
     /// Writes one line: `{"t": seconds, "type": …, …fields}`.
     func write(_ type: String, _ fields: [(String, JSONValue)], now: Instant) {
         var object = JSONObject()
-        object["t"] = .number(JSONNumber(Double((now - start).milliseconds) / 1000))
+        object["t"] = .number(JSONNumber(Double((now - start).microseconds) / 1_000_000))
         object["type"] = .string(type)
         for (k, v) in fields { object[k] = v }
         var bytes = JSONValue.object(object).serialized()

@@ -1,0 +1,74 @@
+#!/usr/bin/env bash
+# Network figures of the release binary on loopback, one BENCH line each:
+#   connect_ms          offer POST → first SRTP audio packet received (median of 20 calls)
+#   call_cpu_ms_per_s   CPU (user+sys) per call-second of a 20 s echo call, Opus included
+#   call_rss_kb         peak RSS of that call
+#   dc_message_rtt_ms   one small data-channel message to the echoing answerer and back
+#   dc_throughput_kbps  8 MB of 64 KB messages echoed (each byte crosses loopback twice)
+# The answerer is `linnet answer` (the same binary). Usage: bench/network.sh [BINARY]
+set -euo pipefail
+top=$(cd "$(dirname "$0")/.." && pwd)
+bin=${1:-$top/build/host/linnet}
+[ -x "$bin" ] || { echo "bench/network.sh: build the release binary first (make release)" >&2; exit 69; }
+work=$(mktemp -d)
+trap 'kill $answer_pid 2>/dev/null || true; rm -rf "$work"' EXIT
+
+python3 - "$work/tone.wav" <<'PY'
+import math, struct, sys, wave
+w = wave.open(sys.argv[1], "wb"); w.setnchannels(1); w.setsampwidth(2); w.setframerate(48000)
+w.writeframes(b"".join(struct.pack("<h", int(8000 * math.sin(2 * math.pi * 440 * i / 48000))) for i in range(48000 * 2)))
+w.close()
+PY
+
+"$bin" answer --listen 127.0.0.1:0 --mode echo --log-level warn > "$work/answer.out" 2>/dev/null &
+answer_pid=$!
+# Wait for the READY line (the answerer prints it once listening).
+while ! grep -q READY "$work/answer.out" 2>/dev/null; do
+  kill -0 $answer_pid 2>/dev/null || { echo "answerer died" >&2; exit 70; }
+  read -r -t 0.05 < /dev/null || true
+done
+port=$(awk '/READY/ {print $2}' "$work/answer.out")
+url=http://127.0.0.1:$port/whip
+
+field() { python3 -c "import json,sys
+for l in open(sys.argv[1]):
+    d=json.loads(l)
+    if d.get('type')=='stats' and sys.argv[2] in d: print(d[sys.argv[2]])" "$@"; }
+
+connects=()
+for i in $(seq 1 20); do
+  rm -f "$work/ev.jsonl"
+  "$bin" run --whip "$url" --input "$work/tone.wav" --seconds 1 --events "$work/ev.jsonl" --log-level error
+  connects+=("$(field "$work/ev.jsonl" connect_ms)")
+done
+median=$(printf '%s\n' "${connects[@]}" | sort -n | awk '{a[NR]=$1} END {print (NR%2 ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2)}')
+echo "BENCH connect_ms $median ms"
+
+/usr/bin/time -f "%U %S %M" -o "$work/time" "$bin" run --whip "$url" --input "$work/tone.wav" --loop-input --seconds 20 --log-level error
+read -r user sys rss < "$work/time"
+python3 -c "print('BENCH call_cpu_ms_per_s %.1f ms' % ((float('$user') + float('$sys')) * 1000 / 20))"
+echo "BENCH call_rss_kb $rss kB"
+
+printf '{"type":"ping"}\n' > "$work/one.txt"
+"$bin" run --whip "$url" --seconds 1 --send "$work/one.txt" --events "$work/rtt.jsonl" --log-level error
+python3 - "$work/rtt.jsonl" <<'PY'
+import json, sys
+lines = [json.loads(l) for l in open(sys.argv[1])]
+opened = next(l["t"] for l in lines if l.get("type") == "channel" and l.get("event") == "open")
+echo = next(l["t"] for l in lines if l.get("type") == "message")
+print("BENCH dc_message_rtt_ms %.1f ms" % ((echo - opened) * 1000))
+PY
+
+python3 -c "print(('m' * 65536 + '\n') * 128, end='')" > "$work/bulk.txt"
+"$bin" run --whip "$url" --seconds 20 --send "$work/bulk.txt" --events "$work/bulk.jsonl" --log-level error
+python3 - "$work/bulk.jsonl" <<'PY'
+import json, sys
+lines = [json.loads(l) for l in open(sys.argv[1])]
+opened = next(l["t"] for l in lines if l.get("type") == "channel" and l.get("event") == "open")
+msgs = [l for l in lines if l.get("type") == "message"]
+if len(msgs) < 128:
+    print("BENCH dc_throughput_kbps 0 kbit/s (only %d of 128 echoes within 20 s)" % len(msgs))
+else:
+    seconds = msgs[-1]["t"] - opened
+    print("BENCH dc_throughput_kbps %.0f kbit/s" % (128 * 65536 * 8 / 1000 / seconds))
+PY
