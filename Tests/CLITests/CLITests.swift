@@ -65,3 +65,22 @@ struct Linnet {
         #expect(r.out.contains("selftest: 7 passed, 0 failed"))
     }
 }
+
+@Suite struct DemoTests {
+    /// The README's main command: a whole call on loopback with the built-in answerer.
+    /// Audio goes both ways; what came back is the test voice (speech-band energy, not
+    /// silence), and the events include the connection and the data-channel echo.
+    @Test func demoCallGoesBothWays() throws {
+        let output = temporary("demo.wav")
+        defer { unlink(output) }
+        let r = try Linnet.run(["demo", "--seconds", "2", "--output", output])
+        #expect(r.status == 0, "\(r.err)")
+        #expect(r.out.contains("demo: ok, audio went both ways"))
+        #expect(r.out.contains("\"state\":\"connected\""))
+        #expect(r.out.contains("demo.hello"))
+        let (rate, back) = try WAVFile.read16(output)
+        #expect(rate == 48_000)
+        #expect(back.count >= 48_000 * 3 / 2)
+        #expect(Signal.rms(back[24_000...]) > 200)
+    }
+}
