@@ -99,11 +99,16 @@ public final class CapturePipeline: CaptureSink, @unchecked Sendable {
     }
 }
 
-/// The playback side: the downlink ring (pipeline rate, mono) → device channels and
+/// The playback side: the downlink ring (pipeline rate, mono) → playback hooks (the same
+/// hook API as capture, on remote audio before the speaker) → device channels and
 /// sample format. An empty ring plays silence and counts an underrun.
 public final class PlaybackPipeline: PlaybackSource, @unchecked Sendable {
     public let ring: SampleRing
     public let rate: SampleRate
+    /// Hooks run on the playback thread on each 10 ms frame before it is written.
+    public let chain = HookChain()
+    let format: AudioFormat
+    var sequence: UInt64 = 0
     let mono: UnsafeMutableBufferPointer<Int16>
     let resampler: Resampler?
     let resampled: UnsafeMutableBufferPointer<Int16>
@@ -112,6 +117,7 @@ public final class PlaybackPipeline: PlaybackSource, @unchecked Sendable {
 
     public init(rate: SampleRate, deviceRate: Int, maxPeriodFrames: Int, ringFrames: Int = 32) throws(AudioError) {
         self.rate = rate
+        format = try AudioFormat(sampleRate: rate, channels: 1)
         var capacity = 1
         while capacity < ringFrames * rate.samplesPerFrame { capacity <<= 1 }
         ring = try SampleRing(capacity: capacity)
@@ -129,8 +135,8 @@ public final class PlaybackPipeline: PlaybackSource, @unchecked Sendable {
         resampled.deallocate()
     }
 
-    public func playbackStarted(_ format: DeviceFormat) {}
-    public func playbackStopped(_ format: DeviceFormat) {}
+    public func playbackStarted(_ format: DeviceFormat) { chain.start(self.format) }
+    public func playbackStopped(_ format: DeviceFormat) { chain.stop() }
 
     public func render(into buffer: UnsafeMutableRawBufferPointer, frames: Int, format: DeviceFormat) -> Int {
         // Samples at the pipeline rate that make `frames` at the device rate.
@@ -139,6 +145,16 @@ public final class PlaybackPipeline: PlaybackSource, @unchecked Sendable {
         if got < need {
             underruns.xruns.add(1, ordering: .relaxed)
             for i in got..<min(need, mono.count) { mono[i] = 0 }
+        }
+        // Playback hooks see whole 10 ms frames (a period is 10 ms; any remainder of an
+        // odd-sized period is played unhooked rather than split).
+        let perFrame = rate.samplesPerFrame
+        var start = 0
+        while start + perFrame <= min(need, mono.count) {
+            let info = FrameInfo(format: self.format, sequence: sequence, captureTime: Instant(nanoseconds: 0))
+            sequence &+= 1
+            _ = chain.process(UnsafeMutableBufferPointer(rebasing: mono[start..<(start + perFrame)]), info)
+            start += perFrame
         }
         var source = UnsafeBufferPointer(rebasing: mono[0..<min(need, mono.count)])
         if let resampler, let m = try? resampler.process(source, into: resampled) {

@@ -175,3 +175,27 @@ func toneSamples(_ count: Int, frequency: Double = 440, rate: Double = 48_000, a
         #expect(throws: FileError.self) { _ = try WAVWriter(path: "/nonexistent/dir/out.wav", sampleRate: 48_000, channels: 1) }
     }
 }
+
+@Suite struct PlaybackPipelineTests {
+    /// Playback hooks run on what is about to be played: a -6.02 dB gain halves every
+    /// sample (±1 LSB), then the frame is duplicated into the device's two S16 channels.
+    @Test func hooksRunBeforeTheSpeaker() throws {
+        let pipeline = try PlaybackPipeline(rate: .hz48000, deviceRate: 48_000, maxPeriodFrames: 480)
+        try pipeline.chain.add(try GainHook(gainDB: 20 * log10(0.5)))
+        let device = DeviceFormat(sampleFormat: .s16LE, sampleRate: 48_000, channels: 2, periodFrames: 480)
+        pipeline.playbackStarted(device)
+        let input = toneSamples(480, amplitude: 20_000)
+        _ = input.withUnsafeBufferPointer { pipeline.ring.push($0) }
+        var out = [Int16](repeating: 0, count: 960)
+        let n = out.withUnsafeMutableBytes { pipeline.render(into: $0, frames: 480, format: device) }
+        #expect(n == 480)
+        for i in 0..<480 {
+            #expect(abs(Int(out[2 * i]) - Int(input[i]) / 2) <= 1)
+            #expect(out[2 * i] == out[2 * i + 1])
+        }
+        // The next period finds the ring empty: silence, counted as an underrun.
+        _ = out.withUnsafeMutableBytes { pipeline.render(into: $0, frames: 480, format: device) }
+        #expect(out.allSatisfy { $0 == 0 })
+        #expect(pipeline.underruns.xruns.load(ordering: .relaxed) == 1)
+    }
+}
