@@ -33,6 +33,8 @@ final class Answerer {
         let started: Instant
         var tone: ToneSource?
         var toneTimer: EventLoop.TimerID?
+        /// Echoes waiting for room in the SCTP send buffer (channel, bytes, text).
+        var echoes: [(UInt16, [UInt8], Bool)] = []
         init(id: String, call: Call, started: Instant) {
             self.id = id
             self.call = call
@@ -150,14 +152,13 @@ final class Answerer {
         case .dataChannel(.opened(_, let label, _)):
             Log.info("answer: session \(s.id): data channel '\(label)' open")
         case .dataChannel(.message(let channel, let data, let isText)):
-            // Echo mode answers every message on its own channel, text as text.
+            // Echo mode answers every message on its own channel, text as text, in
+            // order; what does not fit the send buffer waits for `.sendBufferLow`.
             guard mode == .echo else { break }
-            if isText {
-                try? s.call.peer.send(channel: channel, text: String(decoding: data, as: UTF8.self), now: loop.now)
-            } else {
-                try? s.call.peer.send(channel: channel, binary: data, now: loop.now)
-            }
-            s.call.pump()
+            s.echoes.append((channel, data, isText))
+            flushEchoes(s)
+        case .dataChannel(.sendBufferLow):
+            flushEchoes(s)
         case .closed:
             if sessions[s.id] != nil {
                 Log.info("answer: session \(s.id) closed by the peer")
@@ -165,6 +166,24 @@ final class Answerer {
             }
         default: break
         }
+    }
+
+    func flushEchoes(_ s: Session) {
+        while let (channel, data, isText) = s.echoes.first {
+            do throws(PeerError) {
+                if isText {
+                    try s.call.peer.send(channel: channel, text: String(decoding: data, as: UTF8.self), now: loop.now)
+                } else {
+                    try s.call.peer.send(channel: channel, binary: data, now: loop.now)
+                }
+                s.echoes.removeFirst()
+            } catch {
+                if case .dataChannel(.sendBufferFull) = error { break }
+                Log.warning("answer: session \(s.id): echo dropped: \(error)")
+                s.echoes.removeFirst()
+            }
+        }
+        s.call.pump()
     }
 
     func startMedia(_ s: Session) {
