@@ -179,10 +179,20 @@ func temporary(_ name: String) -> String {
         let y = stride(from: 0, to: raw.count - 1, by: 2).map { Int16(bitPattern: UInt16(raw[$0]) | UInt16(raw[$0 + 1]) << 8) }
         #expect(y.count >= 48_000 * 2)
         // Delay: capture → 20 ms framing → codec lookahead → the playback ring's priming.
+        // The threads run in real time beside the rest of the suite, so a starved loop
+        // can make the playback ring underrun and shift the delay by a period or two:
+        // align each 200 ms window on its own, then ask that most windows match.
         let lag = Signal.bestLag(x, y, range: 0..<9600, from: 12_000, length: 48_000)
         #expect(lag > 312 && lag < 9600, "delay \(lag) samples")
-        let snr = Signal.alignedSNR(x, y, lag: lag, from: 12_000, length: 48_000)
-        #expect(snr > 10, "SNR \(snr) dB at a delay of \(lag) samples")
+        var good = 0, windows = 0
+        var start = 12_000
+        while start + 9_600 + lag + 4_800 < y.count && start + 9_600 < x.count {
+            let local = Signal.bestLag(x, y, range: max(0, lag - 2_400)..<(lag + 2_400), from: start, length: 9_600)
+            if Signal.alignedSNR(x, y, lag: local, from: start, length: 9_600) > 10 { good += 1 }
+            windows += 1
+            start += 9_600
+        }
+        #expect(windows >= 8 && good * 10 >= windows * 7, "\(good) of \(windows) windows above 10 dB SNR")
     }
 
     @Test func badInputsAreClearErrors() throws {
