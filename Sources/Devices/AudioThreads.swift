@@ -111,6 +111,84 @@ public enum RealTime {
     }
 }
 
+/// Paces a loop at one period per `period` nanoseconds on the monotonic clock, with
+/// absolute deadlines so a late wake-up does not accumulate drift.
+struct Pacer {
+    var next: Int64
+    let period: Int64
+
+    init(periodFrames: Int, sampleRate: Int) {
+        period = Int64(periodFrames) * 1_000_000_000 / Int64(sampleRate)
+        next = MonotonicClock.now().nanoseconds
+    }
+
+    mutating func wait() {
+        next += period
+        var ts = timespec(tv_sec: time_t(next / 1_000_000_000), tv_nsec: Int(next % 1_000_000_000))
+        clock_nanosleep(CLOCK_MONOTONIC, Int32(TIMER_ABSTIME), &ts, nil)
+    }
+}
+
+/// Start, stop and the interruptible sleeps shared by the capture and playback threads.
+final class ThreadControl {
+    let running = Atomic<Bool>(false)
+    var thread: pthread_t? = nil
+    var realtime = false
+
+    var isRunning: Bool { running.load(ordering: .relaxed) }
+
+    /// Runs `body` on a new (real-time when permitted) thread.
+    func start(_ body: @escaping () -> Void) throws(DeviceError) {
+        guard thread == nil else { return }
+        running.store(true, ordering: .releasing)
+        do throws(SystemError) {
+            let (t, rt) = try RealTime.spawn(priority: 60, body)
+            thread = t
+            realtime = rt
+        } catch {
+            running.store(false, ordering: .releasing)
+            throw .thread(error)
+        }
+    }
+
+    /// Asks the thread to end and waits for it; false if it was not running.
+    @discardableResult
+    func stop() -> Bool {
+        guard let t = thread else { return false }
+        running.store(false, ordering: .releasing)
+        pthread_join(t, nil)
+        thread = nil
+        return true
+    }
+
+    /// Sleeps in short steps so `stop()` is honoured within 50 ms.
+    func sleep(nanoseconds: Int64) {
+        var left = nanoseconds
+        while left > 0 && isRunning {
+            let step = min(left, 50_000_000)
+            var ts = timespec(tv_sec: 0, tv_nsec: Int(step))
+            nanosleep(&ts, nil)
+            left -= step
+        }
+    }
+
+    /// Retries `attempt` with backoff (0.25 s doubling to 4 s) until it succeeds or the
+    /// thread is stopped; the device is gone meanwhile, so no audio deadline is missed.
+    func reopen(_ counters: AudioThreadCounters, _ attempt: () -> Bool) {
+        counters.set(.reopening)
+        var delay: Int64 = 250_000_000
+        while isRunning {
+            if attempt() {
+                counters.reopenings.add(1, ordering: .relaxed)
+                counters.set(.running)
+                return
+            }
+            sleep(nanoseconds: delay)
+            delay = min(delay * 2, 4_000_000_000)
+        }
+    }
+}
+
 /// The capture thread: reads one period at a time and hands it to the sink.
 ///
 /// Recovery: an xrun (-EPIPE) or suspend is recovered in place and counted; a device
@@ -122,10 +200,9 @@ public final class CaptureThread<Sink: CaptureSink> {
     public let counters = AudioThreadCounters()
     let sink: Sink
     let input: CaptureInput
-    let running = Atomic<Bool>(false)
-    var thread: pthread_t? = nil
+    let control = ThreadControl()
     /// Whether the thread got SCHED_FIFO.
-    public private(set) var realtime = false
+    public var realtime: Bool { control.realtime }
     /// The format of the current capture session.
     public private(set) var format: DeviceFormat
 
@@ -186,30 +263,15 @@ public final class CaptureThread<Sink: CaptureSink> {
         buffer.deallocate()
     }
 
-    /// Starts the thread.
+    /// Starts the thread. It holds no reference of its own: stop() (also run by
+    /// deinit) joins it before this object can go away.
     public func start() throws(DeviceError) {
-        guard thread == nil else { return }
-        running.store(true, ordering: .releasing)
-        do throws(SystemError) {
-            // The thread holds no reference of its own: stop() (also run by deinit) joins
-            // it before this object can go away.
-            let me = Unmanaged.passUnretained(self)
-            let (t, rt) = try RealTime.spawn(priority: 60) { me.takeUnretainedValue().run() }
-            thread = t
-            realtime = rt
-        } catch {
-            running.store(false, ordering: .releasing)
-            throw .thread(error)
-        }
+        let me = Unmanaged.passUnretained(self)
+        try control.start { me.takeUnretainedValue().run() }
     }
 
     /// Stops the thread and waits for it (the sink gets `captureStopped` first).
-    public func stop() {
-        guard let t = thread else { return }
-        running.store(false, ordering: .releasing)
-        pthread_join(t, nil)
-        thread = nil
-    }
+    public func stop() { control.stop() }
 
     /// Whether the thread has ended by itself (end of a non-looping file).
     public var finished: Bool { counters.state == .finished }
@@ -229,18 +291,13 @@ public final class CaptureThread<Sink: CaptureSink> {
 
     func runDevice(name: String, request: PCMRequest) {
         let frames = format.periodFrames
-        let periodNanoseconds = Int64(frames) * 1_000_000_000 / Int64(format.sampleRate)
-        var next = MonotonicClock.now().nanoseconds
-        while running.load(ordering: .relaxed) {
+        var pacer = Pacer(periodFrames: frames, sampleRate: format.sampleRate)
+        while control.isRunning {
             guard let pcm else {
                 reopen(name: name, request: request)
                 continue
             }
-            if request.paced {
-                next += periodNanoseconds
-                var ts = timespec(tv_sec: time_t(next / 1_000_000_000), tv_nsec: Int(next % 1_000_000_000))
-                clock_nanosleep(CLOCK_MONOTONIC, Int32(TIMER_ABSTIME), &ts, nil)
-            }
+            if request.paced { pacer.wait() }
             let n = pcm.readRaw(buffer, frames: frames)
             if n > 0 {
                 deliver(frames: n, bytes: n * format.bytesPerFrame)
@@ -260,39 +317,20 @@ public final class CaptureThread<Sink: CaptureSink> {
     }
 
     func reopen(name: String, request: PCMRequest) {
-        counters.set(.reopening)
-        var delay: Int64 = 250_000_000
-        while running.load(ordering: .relaxed) {
-            if let p = try? PCM(device: name, stream: .capture, request: request), p.format == format {
-                pcm = p
-                counters.reopenings.add(1, ordering: .relaxed)
-                counters.set(.running)
-                sink.captureStarted(format)
-                return
-            }
-            sleepInterruptibly(nanoseconds: delay)
-            delay = min(delay * 2, 4_000_000_000)
-        }
-    }
-
-    /// Sleeps in short steps so `stop()` is honoured within 50 ms.
-    func sleepInterruptibly(nanoseconds: Int64) {
-        var left = nanoseconds
-        while left > 0 && running.load(ordering: .relaxed) {
-            let step = min(left, 50_000_000)
-            var ts = timespec(tv_sec: 0, tv_nsec: Int(step))
-            nanosleep(&ts, nil)
-            left -= step
+        control.reopen(counters) {
+            guard let p = try? PCM(device: name, stream: .capture, request: request), p.format == format else { return false }
+            pcm = p
+            sink.captureStarted(format)
+            return true
         }
     }
 
     func runFile(paced: Bool, loop: Bool) {
         let bytesPerPeriod = format.periodFrames * format.bytesPerFrame
-        let periodNanoseconds = Int64(format.periodFrames) * 1_000_000_000 / Int64(format.sampleRate)
-        var next = MonotonicClock.now().nanoseconds
+        var pacer = Pacer(periodFrames: format.periodFrames, sampleRate: format.sampleRate)
         var offset = 0
         fileSamples.withUnsafeBytes { all in
-            while running.load(ordering: .relaxed) {
+            while control.isRunning {
                 if offset >= all.count {
                     if loop && all.count >= format.bytesPerFrame { offset = 0 } else {
                         counters.set(.finished)
@@ -302,11 +340,7 @@ public final class CaptureThread<Sink: CaptureSink> {
                 let n = min(bytesPerPeriod, all.count - offset)
                 buffer.copyMemory(from: all.baseAddress! + offset, byteCount: n)
                 offset += n
-                if paced {
-                    next += periodNanoseconds
-                    var ts = timespec(tv_sec: time_t(next / 1_000_000_000), tv_nsec: Int(next % 1_000_000_000))
-                    clock_nanosleep(CLOCK_MONOTONIC, Int32(TIMER_ABSTIME), &ts, nil)
-                }
+                if paced { pacer.wait() }
                 deliver(frames: n / format.bytesPerFrame, bytes: n)
             }
         }
@@ -346,9 +380,8 @@ public final class PlaybackThread<Source: PlaybackSource> {
     public let counters = AudioThreadCounters()
     let source: Source
     let output: PlaybackOutput
-    let running = Atomic<Bool>(false)
-    var thread: pthread_t? = nil
-    public private(set) var realtime = false
+    let control = ThreadControl()
+    public var realtime: Bool { control.realtime }
     public let format: DeviceFormat
     var pcm: PCM?
     var writer: WAVWriter?
@@ -385,28 +418,15 @@ public final class PlaybackThread<Source: PlaybackSource> {
         buffer.deallocate()
     }
 
+    /// Starts the thread (joined by stop(), which deinit runs: see CaptureThread).
     public func start() throws(DeviceError) {
-        guard thread == nil else { return }
-        running.store(true, ordering: .releasing)
-        do throws(SystemError) {
-            // The thread holds no reference of its own: stop() (also run by deinit) joins
-            // it before this object can go away.
-            let me = Unmanaged.passUnretained(self)
-            let (t, rt) = try RealTime.spawn(priority: 60) { me.takeUnretainedValue().run() }
-            thread = t
-            realtime = rt
-        } catch {
-            running.store(false, ordering: .releasing)
-            throw .thread(error)
-        }
+        let me = Unmanaged.passUnretained(self)
+        try control.start { me.takeUnretainedValue().run() }
     }
 
     /// Stops the thread, waits for it, and (for a file) completes the WAV header.
     public func stop() {
-        guard let t = thread else { return }
-        running.store(false, ordering: .releasing)
-        pthread_join(t, nil)
-        thread = nil
+        guard control.stop() else { return }
         pcm?.drain()
     }
 
@@ -421,22 +441,19 @@ public final class PlaybackThread<Source: PlaybackSource> {
         source.playbackStarted(format)
         let frames = format.periodFrames
         let bytes = frames * format.bytesPerFrame
-        let periodNanoseconds = Int64(frames) * 1_000_000_000 / Int64(format.sampleRate)
-        var next = MonotonicClock.now().nanoseconds
+        var pacer = Pacer(periodFrames: frames, sampleRate: format.sampleRate)
         var paced = false
         if case .file(_, _, let p) = output { paced = p }
         if case .device(_, let request) = output { paced = request.paced }
         let raw = UnsafeMutableRawBufferPointer(start: buffer, count: bytes)
-        while running.load(ordering: .relaxed) {
+        while control.isRunning {
             let filled = source.render(into: raw, frames: frames, format: format)
             if filled < frames {
                 (buffer + filled * format.bytesPerFrame).initializeMemory(as: UInt8.self, repeating: 0, count: bytes - filled * format.bytesPerFrame)
             }
             if let writer {
                 if paced {
-                    next += periodNanoseconds
-                    var ts = timespec(tv_sec: time_t(next / 1_000_000_000), tv_nsec: Int(next % 1_000_000_000))
-                    clock_nanosleep(CLOCK_MONOTONIC, Int32(TIMER_ABSTIME), &ts, nil)
+                    pacer.wait()
                 }
                 let samples = UnsafeBufferPointer(start: buffer.assumingMemoryBound(to: Int16.self), count: frames * format.channels)
                 if (try? writer.write(samples)) == nil { counters.lastError.store(-EIO, ordering: .relaxed) }
@@ -448,12 +465,10 @@ public final class PlaybackThread<Source: PlaybackSource> {
                 continue
             }
             if paced {
-                next += periodNanoseconds
-                var ts = timespec(tv_sec: time_t(next / 1_000_000_000), tv_nsec: Int(next % 1_000_000_000))
-                clock_nanosleep(CLOCK_MONOTONIC, Int32(TIMER_ABSTIME), &ts, nil)
+                pacer.wait()
             }
             var offset = 0
-            while offset < frames && running.load(ordering: .relaxed) {
+            while offset < frames && control.isRunning {
                 let n = pcm.writeRaw(buffer + offset * format.bytesPerFrame, frames: frames - offset)
                 if n > 0 { offset += n; continue }
                 let code = Int32(n)
@@ -481,23 +496,11 @@ public final class PlaybackThread<Source: PlaybackSource> {
     }
 
     func reopen(name: String, request: PCMRequest) {
-        counters.set(.reopening)
-        var delay: Int64 = 250_000_000
-        while running.load(ordering: .relaxed) {
-            if let p = try? PCM(device: name, stream: .playback, request: request), p.format == format {
-                pcm = p
-                counters.reopenings.add(1, ordering: .relaxed)
-                counters.set(.running)
-                source.playbackStarted(format)
-                return
-            }
-            var left = delay
-            while left > 0 && running.load(ordering: .relaxed) {
-                var ts = timespec(tv_sec: 0, tv_nsec: Int(min(left, 50_000_000)))
-                nanosleep(&ts, nil)
-                left -= 50_000_000
-            }
-            delay = min(delay * 2, 4_000_000_000)
+        control.reopen(counters) {
+            guard let p = try? PCM(device: name, stream: .playback, request: request), p.format == format else { return false }
+            pcm = p
+            source.playbackStarted(format)
+            return true
         }
     }
 }
