@@ -6,18 +6,21 @@
 
 /// Saturates a 32-bit value to 16 bits.
 @inline(__always)
+@_optimize(speed)
 func saturate16(_ v: Int32) -> Int16 {
     Int16(truncatingIfNeeded: min(max(v, -32768), 32767))
 }
 
 /// (a·b) >> 15 with rounding, for Q15 operands whose product fits in 32 bits.
 @inline(__always)
+@_optimize(speed)
 func mul16x16Q15(_ a: Int32, _ b: Int32) -> Int32 {
     (a &* b &+ 0x4000) &>> 15
 }
 
 /// (a·b) >> 30 with rounding, a and b Q30 or mixed such that the product fits in 64 bits.
 @inline(__always)
+@_optimize(speed)
 func mul32x32Q30(_ a: Int64, _ b: Int64) -> Int64 {
     (a &* b &+ (1 << 29)) &>> 30
 }
@@ -87,6 +90,7 @@ public struct FixedGain: Sendable, Equatable {
 /// log2(x) in Q16 for x ≥ 1 (0 for x = 0), from the position of the top bit and a
 /// degree-5 polynomial for log2(1 + m) on [0, 1) (max error 1.5e-5, Q30 coefficients).
 @inline(__always)
+@_optimize(speed)
 func log2Q16(_ x: UInt64) -> Int32 {
     if x == 0 { return 0 }
     let top = 63 &- x.leadingZeroBitCount
@@ -108,6 +112,7 @@ func log2Q16(_ x: UInt64) -> Int32 {
 
 /// Level measurements of a frame: the largest magnitude and the sum of squares.
 @inline(__always)
+@_optimize(speed)
 func peakAndEnergy(_ s: UnsafeMutableBufferPointer<Int16>) -> (peak: Int32, energy: Int64) {
     (peak(s), energy(s))
 }
@@ -115,6 +120,7 @@ func peakAndEnergy(_ s: UnsafeMutableBufferPointer<Int16>) -> (peak: Int32, ener
 /// The largest magnitude (0…32768). Tracks the largest and the smallest sample, which
 /// vectorises to packed 16-bit max/min (no absolute value of −32768 to special-case).
 @inline(__always)
+@_optimize(speed)
 func peak(_ s: UnsafeMutableBufferPointer<Int16>) -> Int32 {
     var hi: Int16 = 0
     var lo: Int16 = 0
@@ -130,6 +136,7 @@ func peak(_ s: UnsafeMutableBufferPointer<Int16>) -> Int32 {
 /// `smull`/`smlal`), and the pair sums are widened into 64-bit lanes: a 10 ms frame at
 /// 48 kHz stereo sums to at most 960·2^30 < 2^40.
 @inline(__always)
+@_optimize(speed)
 func energy(_ s: UnsafeMutableBufferPointer<Int16>) -> Int64 {
     guard let p = s.baseAddress else { return 0 }
     let n = s.count
@@ -149,6 +156,7 @@ func energy(_ s: UnsafeMutableBufferPointer<Int16>) -> Int64 {
 
 /// log2 of a frame's mean square in Q16 (full scale square wave = 30·65536); 0 for silence.
 @inline(__always)
+@_optimize(speed)
 func meanSquareLog2Q16(energy: Int64, count: Int) -> Int32 {
     if energy <= 0 || count <= 0 { return 0 }
     // log2(E/n) = log2(E) − log2(n); E scaled by 2^8 so quiet frames keep precision.
@@ -157,6 +165,7 @@ func meanSquareLog2Q16(energy: Int64, count: Int) -> Int32 {
 
 /// Multiplies every sample by a constant gain, rounding and saturating.
 @inline(__always)
+@_optimize(speed)
 func applyGain(_ s: UnsafeMutableBufferPointer<Int16>, _ g: FixedGain) {
     let m = g.mantissa
     let shift = g.shift
@@ -171,6 +180,7 @@ func applyGain(_ s: UnsafeMutableBufferPointer<Int16>, _ g: FixedGain) {
 /// sample frame i (all channels alike) is g0 + (g1 − g0)·(i + 1)/frames, so the ramp ends
 /// exactly on `g1`, the gain the next frame starts from.
 @inline(__always)
+@_optimize(speed)
 func applyGainRamp(_ s: UnsafeMutableBufferPointer<Int16>, channels: Int, from g0: FixedGain, to g1: FixedGain) {
     if g0 == g1 {
         if g0 != .unity { applyGain(s, g0) }
@@ -223,12 +233,14 @@ func applyGainRamp(_ s: UnsafeMutableBufferPointer<Int16>, channels: Int, from g
 
 /// Zeroes a frame.
 @inline(__always)
+@_optimize(speed)
 func zeroFrame(_ s: UnsafeMutableBufferPointer<Int16>) {
     if let base = s.baseAddress { UnsafeMutableRawPointer(base).initializeMemory(as: UInt8.self, repeating: 0, count: s.count &* 2) }
 }
 
 /// Copies `count` samples (memmove semantics; a plain byte copy, no element assignment).
 @inline(__always)
+@_optimize(speed)
 func copySamples(_ dst: UnsafeMutablePointer<Int16>, _ src: UnsafePointer<Int16>, _ count: Int) {
     UnsafeMutableRawPointer(dst).copyMemory(from: UnsafeRawPointer(src), byteCount: count &* 2)
 }

@@ -262,6 +262,7 @@ public final class HookChain: @unchecked Sendable {
     #if RT_AUDIT
     @_noLocks
     #endif
+    @_optimize(speed)
     public func process(_ samples: UnsafeMutableBufferPointer<Int16>, _ info: FrameInfo) -> HookVerdict {
         if !audio.pointee.running { start(info.format) }
         let snap = adopt()

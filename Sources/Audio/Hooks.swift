@@ -119,6 +119,7 @@ public final class HighPassFilter: AudioHook, @unchecked Sendable {
     #if RT_AUDIT
     @_noLocks
     #endif
+    @_optimize(speed)
     public func process(_ samples: UnsafeMutableBufferPointer<Int16>, _ info: FrameInfo) -> HookVerdict {
         guard let base = samples.baseAddress else { return .pass }
         let design = designs[info.sampleRate.index]
@@ -223,6 +224,7 @@ public final class GainHook: AudioHook, @unchecked Sendable {
     #if RT_AUDIT
     @_noLocks
     #endif
+    @_optimize(speed)
     public func process(_ samples: UnsafeMutableBufferPointer<Int16>, _ info: FrameInfo) -> HookVerdict {
         let v = requested.load(ordering: .relaxed)
         let target = FixedGain(mantissa: Int32(truncatingIfNeeded: v &>> 8), shift: Int32(truncatingIfNeeded: v & 0xFF))
@@ -313,6 +315,7 @@ public final class AutomaticGainControl: AudioHook, @unchecked Sendable {
     #if RT_AUDIT
     @_noLocks
     #endif
+    @_optimize(speed)
     public func process(_ samples: UnsafeMutableBufferPointer<Int16>, _ info: FrameInfo) -> HookVerdict {
         let frame = UnsafeMutableBufferPointer(rebasing: samples[0..<min(info.sampleCount, samples.count)])
         let e = energy(frame)
@@ -387,6 +390,7 @@ public final class NoiseGate: AudioHook, @unchecked Sendable {
     #if RT_AUDIT
     @_noLocks
     #endif
+    @_optimize(speed)
     public func process(_ samples: UnsafeMutableBufferPointer<Int16>, _ info: FrameInfo) -> HookVerdict {
         let frame = UnsafeMutableBufferPointer(rebasing: samples[0..<min(info.sampleCount, samples.count)])
         let e = energy(frame)
@@ -487,6 +491,7 @@ public final class Limiter: AudioHook, @unchecked Sendable {
     #if RT_AUDIT
     @_noLocks
     #endif
+    @_optimize(speed)
     public func process(_ samples: UnsafeMutableBufferPointer<Int16>, _ info: FrameInfo) -> HookVerdict {
         let frame = UnsafeMutableBufferPointer(rebasing: samples[0..<min(info.sampleCount, samples.count)])
         let peak = peakAndEnergy(frame).peak
@@ -545,6 +550,7 @@ public final class LevelMeter: AudioHook, @unchecked Sendable {
     #if RT_AUDIT
     @_noLocks
     #endif
+    @_optimize(speed)
     public func process(_ samples: UnsafeMutableBufferPointer<Int16>, _ info: FrameInfo) -> HookVerdict {
         let frame = UnsafeMutableBufferPointer(rebasing: samples[0..<min(info.sampleCount, samples.count)])
         let (peak, e) = peakAndEnergy(frame)
@@ -586,6 +592,7 @@ public final class MuteGate: AudioHook, @unchecked Sendable {
     #if RT_AUDIT
     @_noLocks
     #endif
+    @_optimize(speed)
     public func process(_ samples: UnsafeMutableBufferPointer<Int16>, _ info: FrameInfo) -> HookVerdict {
         let m = muted.load(ordering: .relaxed)
         let was = wasMuted.pointee
