@@ -216,7 +216,7 @@ public final class Peer {
         drainICE(now: now)
     }
 
-    func local(setupOffer: Bool) -> LocalDescription {
+    func localDescription() -> LocalDescription {
         let audio = LocalAudio(payloadType: negotiated?.opusPayloadType ?? configuration.opusPayloadType, ssrc: sender.ssrc,
                                cname: cname, streamID: "linnet", trackID: "mic")
         return LocalDescription(sessionID: sessionID, iceUfrag: ice.localCredentials.ufrag, icePwd: ice.localCredentials.password,
@@ -229,7 +229,7 @@ public final class Peer {
     public func createOffer() throws(PeerError) -> String {
         guard role == .offerer else { throw .wrongState("an answerer does not create offers") }
         do throws(SDPError) {
-            let text = try SessionDescription.offer(local(setupOffer: true)).text
+            let text = try SessionDescription.offer(localDescription()).text
             localDescriptionText = text
             return text
         } catch {
@@ -259,7 +259,7 @@ public final class Peer {
             let offer = try SessionDescription.parse(text)
             // We take the DTLS client role toward an actpass offer: mbedtls 2.28 as a
             // server cannot reassemble a fragmented ClientHello (PROTOCOLS.md).
-            let answer = try SessionDescription.answer(to: offer, local(setupOffer: false), role: .client)
+            let answer = try SessionDescription.answer(to: offer, localDescription(), role: .client)
             let n = try NegotiatedSession.negotiate(remoteOffer: offer, localAnswer: answer)
             try apply(n, now: now)
             let out = answer.text
@@ -341,14 +341,14 @@ public final class Peer {
         // A closed or failed connection asks for no more timeouts.
         if closed { return .timeout(.distantFuture) }
         var deadline = iceDeadline
-        if case .timeout(let t)? = dtlsTimeout { deadline = min(deadline, t) }
+        deadline = min(deadline, dtlsDeadline)
         if let t = nextRTCP { deadline = min(deadline, t) }
         if channels != nil { deadline = min(deadline, channelsDeadline) }
         return .timeout(deadline)
     }
 
-    var dtlsTimeout: DTLSOutput? { dtls.map { _ in pendingDTLSTimeout } }
-    var pendingDTLSTimeout = DTLSOutput.timeout(.distantFuture)
+    /// The DTLS connection's next deadline, from its last `.timeout` output.
+    var dtlsDeadline = Instant.distantFuture
 
     /// Sends one encoded Opus frame of `samples` 48 kHz ticks (960 for 20 ms). Dropped
     /// (not queued) before the connection is up: live audio that cannot go now is stale.
@@ -516,8 +516,7 @@ public final class Peer {
     func drainDTLS(now: Instant) {
         guard let dtls else { return }
         loop: while true {
-            let output = dtls.pollOutput()
-            switch output {
+            switch dtls.pollOutput() {
             case .transmit(let bytes):
                 if let path = currentPath { transmits.append((bytes, path.local, path.remote)) }
             case .event(let e):
@@ -547,8 +546,8 @@ public final class Peer {
                 case .failed(let error):
                     fail(.dtls(error))
                 }
-            case .timeout:
-                pendingDTLSTimeout = output
+            case .timeout(let t):
+                dtlsDeadline = t
                 break loop
             }
         }
