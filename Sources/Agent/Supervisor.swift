@@ -1,0 +1,340 @@
+// The session supervisor: which provider sessions exist, which one carries the audio,
+// when to try again after a failure, and when to roll over before the provider's
+// session limit. Pure: the IO layer creates and closes sessions when told to and
+// reports what happened to them; time is an argument.
+//
+// Design (ARCHITECTURE.md "Sessions"):
+// - At most two sessions exist: the *primary* (carries the audio) and a *candidate*
+//   (being set up to replace it: the first session, a reconnect, or a rollover).
+//   The candidate becomes primary when it connects; only then is the old primary
+//   closed, so neither a rollover nor a reconnect that overlaps a still-working call
+//   leaves a gap a person would hear.
+// - Consent loss (RFC 7675) makes the primary `disconnected`. Where the route can do
+//   an ICE restart (WHIP with an ETag, RFC 9725 §4.4), that is tried first for
+//   `iceRestartTimeout`; otherwise, or when it does not help, a candidate is started
+//   while the primary is kept (it may yet come back).
+// - Failed attempts back off exponentially with full jitter (0.5 s doubling to 30 s,
+//   the "Exponential Backoff And Jitter" scheme), forever. Authorization failures
+//   (401/403) back off long: the token will not fix itself in half a second. A
+//   `Retry-After` is honoured as a floor.
+import Wire
+
+/// A session's state as app SDKs name them (ARCHITECTURE.md "Sessions").
+public enum SessionState: String, Sendable, Equatable {
+    case new, connecting, connected, disconnected, failed, closed
+}
+
+/// Why setting up (or keeping) a session failed, as far as retrying is concerned.
+public enum SessionFailure: Sendable, Equatable, CustomStringConvertible {
+    /// 5xx, timeouts, refused connections, garbage answers, ICE or DTLS failure.
+    case transient(String)
+    /// 401/403: the token is wrong or expired.
+    case unauthorized(String)
+    /// The server asked for a pause (`Retry-After`, RFC 9110 §10.2.3).
+    case retryAfter(Duration, String)
+
+    public var description: String {
+        switch self {
+        case .transient(let m): return m
+        case .unauthorized(let m): return m + " (check the token)"
+        case .retryAfter(let d, let m): return m + " (retry after \(d))"
+        }
+    }
+}
+
+/// The supervisor's timing.
+public struct SupervisorPolicy: Sendable, Equatable {
+    /// The first retry waits up to this long (full jitter) …
+    public var initialBackoff = Duration.milliseconds(500)
+    /// … doubling per failed attempt up to this.
+    public var maximumBackoff = Duration.seconds(30)
+    /// After 401/403 the wait starts here and doubles up to `maximumAuthBackoff`.
+    public var authBackoff = Duration.seconds(30)
+    public var maximumAuthBackoff = Duration.seconds(600)
+    /// A `Retry-After` longer than this is capped (a misconfigured server must not park
+    /// a kiosk for a day).
+    public var maximumRetryAfter = Duration.seconds(600)
+    /// A session not connected this long after it was started has failed.
+    public var connectTimeout = Duration.seconds(20)
+    /// How long an ICE restart may take before a fresh session is started instead.
+    public var iceRestartTimeout = Duration.seconds(4)
+    /// The provider's session limit (OpenAI: 60 minutes).
+    public var maximumSessionAge = Duration.seconds(3_600)
+    /// Whether the route supports ICE restart at all.
+    public var iceRestart = false
+
+    public init() {}
+
+    /// When the next session is started: before the limit by a tenth of it, at most
+    /// five minutes (55 minutes for a 60-minute limit) — time enough for a few slow
+    /// attempts while the old session still carries the audio.
+    public var rolloverAge: Duration {
+        let margin = min(Duration.seconds(300), maximumSessionAge / 10)
+        return maximumSessionAge - margin
+    }
+}
+
+/// What the IO layer is asked to do.
+public enum SupervisorAction: Sendable, Equatable {
+    /// Create session `id` through the route (offer, answer, connect).
+    case startSession(id: Int, reason: StartReason)
+    /// Try an ICE restart on session `id` (new credentials through the route).
+    case restartICE(id: Int)
+    /// Send the microphone to, and play the voice of, session `id` from now on.
+    case switchAudio(to: Int)
+    /// Close session `id`: provider-side close (best effort), then the peer.
+    case closeSession(id: Int)
+    /// The public state changed (log it, write it to --events and STATUS=).
+    case stateChanged(SessionState, reason: String?)
+    /// The next attempt waits `delay` (attempt counts failures since the last connect).
+    case retryScheduled(delay: Duration, attempt: Int, failure: SessionFailure)
+}
+
+public enum StartReason: String, Sendable, Equatable {
+    /// The first session.
+    case initial
+    /// The previous one failed or was lost.
+    case reconnect
+    /// The primary is near the provider's session limit.
+    case rollover
+}
+
+public enum SupervisorOutput: Sendable, Equatable {
+    case action(SupervisorAction)
+    /// Call `handleTimeout` at this instant (`.distantFuture`: nothing pending).
+    case timeout(Instant)
+}
+
+public final class Supervisor {
+    struct Slot {
+        var id: Int
+        var connected = false
+        var startedAt: Instant
+        var connectedAt: Instant? = nil
+        /// Set while an ICE restart is running.
+        var restartDeadline: Instant? = nil
+        var lostAt: Instant? = nil
+    }
+
+    public let policy: SupervisorPolicy
+    public private(set) var state = SessionState.new
+    /// Failed attempts since the last connected session.
+    public private(set) var attempts = 0
+    var primary: Slot?
+    var candidate: Slot?
+    var candidateReason = StartReason.initial
+    var retryAt: Instant?
+    var rolloverAt: Instant?
+    var nextID = 1
+    var random: SeededRandom
+    var outputs: [SupervisorAction] = []
+    var closing = false
+
+    public init(policy: SupervisorPolicy, seed: UInt64) {
+        self.policy = policy
+        random = SeededRandom(seed: seed)
+    }
+
+    /// The session carrying the audio, if any.
+    public var activeSession: Int? { primary?.id }
+    /// The session being set up, if any.
+    public var pendingSession: Int? { candidate?.id }
+
+    // MARK: Inputs
+
+    public func start(now: Instant) {
+        guard state == .new else { return }
+        set(.connecting, nil)
+        startCandidate(.initial, now: now)
+    }
+
+    /// Session `id` has media flowing (DTLS-SRTP up, or consent fresh again).
+    public func connected(_ id: Int, now: Instant) {
+        guard !closing else { return }
+        if candidate?.id == id, var c = candidate {
+            c.connected = true
+            c.connectedAt = now
+            candidate = nil
+            if let old = primary { emit(.closeSession(id: old.id)) }
+            primary = c
+            emit(.switchAudio(to: id))
+            attempts = 0
+            retryAt = nil
+            rolloverAt = now + policy.rolloverAge
+            set(.connected, nil)
+        } else if primary?.id == id, var p = primary {
+            // Back after a disconnection (consent answered again, or an ICE restart).
+            p.connected = true
+            p.restartDeadline = nil
+            p.lostAt = nil
+            if p.connectedAt == nil { p.connectedAt = now }
+            primary = p
+            attempts = 0
+            // A reconnect started for it is no longer needed; a rollover still is.
+            if let c = candidate, candidateReason == .reconnect {
+                emit(.closeSession(id: c.id))
+                candidate = nil
+            }
+            retryAt = nil
+            set(.connected, nil)
+        }
+    }
+
+    /// Session `id` lost consent (ICE `disconnected`): it may come back.
+    public func disconnected(_ id: Int, now: Instant) {
+        guard !closing, var p = primary, p.id == id, p.connected else { return }
+        p.connected = false
+        p.lostAt = now
+        set(.disconnected, "no answer to consent checks")
+        if policy.iceRestart {
+            p.restartDeadline = now + policy.iceRestartTimeout
+            primary = p
+            emit(.restartICE(id: id))
+        } else {
+            primary = p
+            replacePrimarySoon(now: now)
+        }
+    }
+
+    /// Session `id` failed: setup (HTTP, SDP), ICE failure or consent expiry, DTLS.
+    public func failed(_ id: Int, _ failure: SessionFailure, now: Instant) {
+        guard !closing else { return }
+        if candidate?.id == id {
+            emit(.closeSession(id: id))
+            candidate = nil
+            scheduleRetry(after: failure, now: now)
+            if primary == nil { set(.failed, failure.description) }
+        } else if primary?.id == id {
+            emit(.closeSession(id: id))
+            primary = nil
+            rolloverAt = nil
+            set(.disconnected, failure.description)
+            if candidate == nil {
+                // The call was up: the first retry goes straight away (jittered).
+                scheduleRetry(after: failure, now: now)
+            }
+        }
+    }
+
+    /// The provider ended session `id` (BYE, session limit, hang-up on its side).
+    public func ended(_ id: Int, now: Instant) {
+        guard !closing else { return }
+        if primary?.id == id {
+            emit(.closeSession(id: id))
+            primary = nil
+            rolloverAt = nil
+            set(.disconnected, "the provider ended the session")
+            if candidate == nil { startCandidate(.reconnect, now: now) }
+        } else if candidate?.id == id {
+            failed(id, .transient("the provider ended the session before it connected"), now: now)
+        }
+    }
+
+    /// Closes everything for good (SIGTERM, --seconds).
+    public func close(now: Instant) {
+        guard !closing else { return }
+        closing = true
+        if let c = candidate { emit(.closeSession(id: c.id)) }
+        if let p = primary { emit(.closeSession(id: p.id)) }
+        candidate = nil
+        primary = nil
+        retryAt = nil
+        rolloverAt = nil
+        set(.closed, nil)
+    }
+
+    public func handleTimeout(now: Instant) {
+        guard !closing else { return }
+        if let c = candidate, c.startedAt + policy.connectTimeout <= now {
+            failed(c.id, .transient("no media connection within \(policy.connectTimeout)"), now: now)
+        }
+        if let p = primary, let d = p.restartDeadline, d <= now {
+            var q = p
+            q.restartDeadline = nil
+            primary = q
+            replacePrimarySoon(now: now)
+        }
+        if let r = retryAt, r <= now, candidate == nil {
+            retryAt = nil
+            startCandidate(primary == nil || !(primary!.connected) ? .reconnect : .rollover, now: now)
+        }
+        if let r = rolloverAt, r <= now {
+            rolloverAt = nil
+            if candidate == nil, retryAt == nil { startCandidate(.rollover, now: now) }
+        }
+    }
+
+    public func pollOutput() -> SupervisorOutput {
+        if !outputs.isEmpty { return .action(outputs.removeFirst()) }
+        return .timeout(nextDeadline)
+    }
+
+    public var nextDeadline: Instant {
+        var t = Instant.distantFuture
+        if let c = candidate { t = min(t, c.startedAt + policy.connectTimeout) }
+        if let d = primary?.restartDeadline { t = min(t, d) }
+        if let r = retryAt { t = min(t, r) }
+        if let r = rolloverAt { t = min(t, r) }
+        return t
+    }
+
+    // MARK: Internals
+
+    func emit(_ a: SupervisorAction) { outputs.append(a) }
+
+    func set(_ s: SessionState, _ reason: String?) {
+        // `failed` repeats (each attempt's reason is news); the others only on change.
+        guard s != state || s == .failed else { return }
+        state = s
+        emit(.stateChanged(s, reason: reason))
+    }
+
+    func startCandidate(_ reason: StartReason, now: Instant) {
+        let id = nextID
+        nextID += 1
+        candidate = Slot(id: id, startedAt: now)
+        candidateReason = reason
+        if primary == nil { set(.connecting, nil) }
+        emit(.startSession(id: id, reason: reason))
+    }
+
+    /// The primary is not coming back by itself: start a replacement now, unless one is
+    /// running or a backoff is pending.
+    func replacePrimarySoon(now: Instant) {
+        guard candidate == nil else { return }
+        if let r = retryAt, r > now { return }
+        retryAt = nil
+        startCandidate(.reconnect, now: now)
+    }
+
+    func scheduleRetry(after failure: SessionFailure, now: Instant) {
+        attempts += 1
+        var delay: Duration
+        switch failure {
+        case .transient:
+            delay = fullJitter(ceiling: exponential(policy.initialBackoff, policy.maximumBackoff))
+        case .unauthorized:
+            // Half fixed, half jittered: long, but a fleet does not come back in step.
+            let d = exponential(policy.authBackoff, policy.maximumAuthBackoff)
+            delay = d / 2 + fullJitter(ceiling: d / 2)
+        case .retryAfter(let asked, _):
+            let backoff = fullJitter(ceiling: exponential(policy.initialBackoff, policy.maximumBackoff))
+            delay = max(backoff, min(asked, policy.maximumRetryAfter))
+        }
+        retryAt = now + delay
+        emit(.retryScheduled(delay: delay, attempt: attempts, failure: failure))
+    }
+
+    /// base · 2^(attempts−1), capped.
+    func exponential(_ base: Duration, _ cap: Duration) -> Duration {
+        let shift = min(attempts - 1, 30)
+        let d = Duration(nanoseconds: base.nanoseconds.multipliedReportingOverflow(by: Int64(1) << Int64(max(0, shift))).partialValue)
+        return d > cap || d < .zero ? cap : d
+    }
+
+    /// Uniform in [0, ceiling] ("full jitter").
+    func fullJitter(ceiling: Duration) -> Duration {
+        guard ceiling.nanoseconds > 0 else { return .zero }
+        return Duration(nanoseconds: Int64(random.next() % UInt64(ceiling.nanoseconds + 1)))
+    }
+}
