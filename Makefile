@@ -22,7 +22,7 @@ build: deps
 ## against the aiortc peer in build/interop-venv (made by Tests/Interop/setup.sh)
 test: deps
 	swift build --build-tests -Xswiftc -warnings-as-errors
-	LINNET_AIORTC_PYTHON="$$(Tests/Interop/setup.sh | tail -n 1)" swift test --skip-build
+	AIORTC_PYTHON="$$(Tests/Interop/setup.sh | tail -n 1)" swift test --skip-build
 
 ## demo: a whole call on this machine (built-in answerer, test voice, loopback UDP)
 demo: build

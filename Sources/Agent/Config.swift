@@ -216,6 +216,23 @@ public struct Config: Sendable, Equatable {
     /// The provider's session limit; the agent rolls over to a new session before it.
     public var maxSessionMinutes = 60
 
+    // Agent runner (issue 6).
+    /// Overrides max-session-minutes with seconds (short limits for tests and demos).
+    public var maxSessionSeconds: Int? = nil
+    /// Give up (exit) after this many failed attempts in a row; 0: retry forever.
+    public var maxAttempts = 0
+    /// Start `input` again at its end.
+    public var loopInput = false
+    /// Where OpenAI Realtime calls are created (the ephemeral key is the bearer).
+    public var openaiURL = HTTPURL(secure: true, host: "api.openai.com", port: 443, target: "/v1/realtime/calls")
+    /// Text lines to send on the events channel once it is open.
+    public var send: String? = nil
+    /// The label of the data channel the agent opens for provider events.
+    public var eventsChannel = "oai-events"
+
+    /// The session limit in effect.
+    public var maximumSessionSeconds: Int { maxSessionSeconds ?? maxSessionMinutes * 60 }
+
     /// Which layer set each key (absent: the default).
     public var sources: [String: ConfigSource] = [:]
 
@@ -235,10 +252,11 @@ public struct Config: Sendable, Equatable {
         "rate", "capture-channel", "gain-db", "agc", "agc-target-dbfs", "noise-gate", "noise-gate-dbfs",
         "limiter", "high-pass-hz", "bitrate", "complexity", "fec", "dtx", "frame-ms",
         "instructions", "voice", "transcription-model", "turn-detection", "max-session-minutes",
+        "max-session-seconds", "max-attempts", "loop-input", "openai-url", "send", "events-channel",
     ]
 
     /// Keys whose values are booleans (a bare `--key` sets them).
-    public static let booleanKeys: [String] = ["openai", "agc", "noise-gate", "limiter", "fec", "dtx"]
+    public static let booleanKeys: [String] = ["openai", "agc", "noise-gate", "limiter", "fec", "dtx", "loop-input"]
 
     /// The default config file, read when it exists and no other is named.
     public static let defaultPath = "/etc/linnet/linnet.conf"
@@ -451,6 +469,14 @@ public struct Config: Sendable, Equatable {
         case "transcription-model": transcriptionModel = try token(value, bad)
         case "turn-detection": turnDetection = try choice(value, bad) as TurnDetection
         case "max-session-minutes": maxSessionMinutes = try whole(value, 1...1440, bad("a whole number of minutes from 1 to 1440"))
+        case "max-session-seconds": maxSessionSeconds = try whole(value, 10...86_400, bad("a whole number of seconds from 10 to 86400"))
+        case "max-attempts": maxAttempts = try whole(value, 0...1_000_000, bad("a whole number ≥ 0 (0: retry forever)"))
+        case "loop-input": loopInput = try boolean(value, bad)
+        case "openai-url": openaiURL = try url(value, bad)
+        case "send": send = value
+        case "events-channel":
+            guard value.utf8.count <= 1024 else { throw bad("a label of at most 1024 bytes") }
+            eventsChannel = value
         default: throw Self.unknown(key, source: source)
         }
         sources[key] = source
@@ -500,6 +526,12 @@ public struct Config: Sendable, Equatable {
         case "transcription-model": transcriptionModel = d.transcriptionModel
         case "turn-detection": turnDetection = d.turnDetection
         case "max-session-minutes": maxSessionMinutes = d.maxSessionMinutes
+        case "max-session-seconds": maxSessionSeconds = d.maxSessionSeconds
+        case "max-attempts": maxAttempts = d.maxAttempts
+        case "loop-input": loopInput = d.loopInput
+        case "openai-url": openaiURL = d.openaiURL
+        case "send": send = d.send
+        case "events-channel": eventsChannel = d.eventsChannel
         default: break
         }
     }
@@ -552,8 +584,10 @@ public struct Config: Sendable, Equatable {
         if tokenURL != nil && !openai {
             throw .conflict("token-url applies only with openai", source: sources["token-url"])
         }
-        if turnDetection == .ptt && (ptt == nil || pttMode == .open) {
-            throw .conflict("turn-detection ptt needs a push-to-talk button (ptt, with ptt-mode hold or toggle)", source: sources["turn-detection"])
+        // Push-to-talk without a GPIO button is allowed: the terminal's space bar and
+        // SIGUSR1 drive the same path. An open-mic button mode contradicts it.
+        if turnDetection == .ptt && ptt != nil && pttMode == .open {
+            throw .conflict("turn-detection ptt contradicts ptt-mode open (no button): use ptt-mode hold or toggle", source: sources["turn-detection"])
         }
     }
 

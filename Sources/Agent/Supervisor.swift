@@ -196,6 +196,15 @@ public final class Supervisor {
         }
     }
 
+    /// The ICE restart asked for cannot be done (the route refused it or offers none):
+    /// go straight to a fresh session.
+    public func restartFailed(_ id: Int, now: Instant) {
+        guard !closing, var p = primary, p.id == id, p.restartDeadline != nil else { return }
+        p.restartDeadline = nil
+        primary = p
+        replacePrimarySoon(now: now)
+    }
+
     /// Session `id` failed: setup (HTTP, SDP), ICE failure or consent expiry, DTLS.
     public func failed(_ id: Int, _ failure: SessionFailure, now: Instant) {
         guard !closing else { return }

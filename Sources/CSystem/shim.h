@@ -41,4 +41,7 @@ static inline int csystem_errno(void) { return errno; }
 static inline void csystem_set_errno(int value) { errno = value; }
 static inline int csystem_fcntl_int(int fd, int cmd, int arg) { return fcntl(fd, cmd, arg); }
 static inline int csystem_open(const char *path, int flags, unsigned mode) { return open(path, flags, (mode_t)mode); }
+/* POSIX declares environ only to applications that declare it themselves. */
+extern char **environ;
+static inline char **csystem_environ(void) { return environ; }
 #endif

@@ -52,3 +52,17 @@ public struct SystemRandom: RandomNumberGenerator {
         return v
     }
 }
+
+/// The whole process environment (`environ`), for config layers read by prefix.
+public func processEnvironment() -> [String: String] {
+    var out: [String: String] = [:]
+    guard var p = csystem_environ() else { return out }
+    while let entry = p.pointee {
+        let text = String(cString: entry)
+        if let eq = text.firstIndex(of: "=") {
+            out[String(text[..<eq])] = String(text[text.index(after: eq)...])
+        }
+        p += 1
+    }
+    return out
+}

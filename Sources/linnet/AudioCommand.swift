@@ -9,6 +9,7 @@ import Audio
 import Codec
 import Devices
 import JSON
+import Agent
 
 /// The hook options shared by `audio` and `run` (also config keys).
 struct HookOptions {
@@ -66,6 +67,28 @@ struct HookOptions {
             try chain.add(mute)
         } catch {
             throw CLIFailure(.usage, error.description)
+        }
+    }
+
+    /// The chain `run` builds from its config (the same hooks, config spellings).
+    init(config: Config) throws(CLIFailure) {
+        guard let r = SampleRate(rawValue: config.rate) else { throw CLIFailure(.config, "rate must be 16000, 24000 or 48000") }
+        rate = r
+        if case .index(let k) = config.captureChannel { channel = k }
+        bitrate = Int32(config.bitrate)
+        complexity = Int32(config.complexity)
+        fec = config.fec
+        dtx = config.dtx
+        do throws(AudioError) {
+            if config.highPassHz > 0 { try chain.add(try HighPassFilter(cutoffHz: Double(config.highPassHz))) }
+            if config.gainDB != 0 { try chain.add(try GainHook(gainDB: config.gainDB)) }
+            if config.agc { try chain.add(try AutomaticGainControl(targetDBFS: config.agcTargetDBFS)) }
+            if config.noiseGate { try chain.add(try NoiseGate(thresholdDBFS: config.noiseGateDBFS)) }
+            if config.limiter { try chain.add(try Limiter(ceilingDBFS: -1)) }
+            try chain.add(meter)
+            try chain.add(mute)
+        } catch {
+            throw CLIFailure(.config, error.description)
         }
     }
 

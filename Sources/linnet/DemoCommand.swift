@@ -10,6 +10,8 @@ import Signaling
 import DTLS
 import Codec
 import Peer
+import Agent
+import Audio
 
 /// A synthetic voice: a vowel-like tone (a 140 Hz glottal pulse through three formant
 /// resonances) in 150–300 ms syllables, at about -20 dBFS. Deterministic.
@@ -59,46 +61,59 @@ enum DemoCommand {
     static func run(_ args: [String]) -> ExitStatus {
         do throws(CLIFailure) {
             let o: Options
-            do throws(Options.Failure) { o = try Options(args, valued: ["seconds", "output", "events", "log-level"]) } catch {
+            do throws(Options.Failure) { o = try Options(args, valued: ["seconds", "output", "events", "log-level", "stats-seconds"]) } catch {
                 throw CLIFailure(.usage, error.description)
             }
             if let level = o["log-level"] {
                 guard let l = LogLevel(name: level) else { throw CLIFailure(.usage, "--log-level must be error, warn, info or debug") }
                 Log.level = l
             }
-            let seconds: Int
-            do throws(Options.Failure) { seconds = try o.int("seconds", default: 5, range: 1...3600) } catch { throw CLIFailure(.usage, error.description) }
+            let seconds: Int, statsSeconds: Int
+            do throws(Options.Failure) {
+                seconds = try o.int("seconds", default: 5, range: 1...3600)
+                statsSeconds = try o.int("stats-seconds", default: 1, range: 0...3600)
+            } catch { throw CLIFailure(.usage, error.description) }
             let output = o["output"] ?? "linnet-demo.wav"
-            let signals = try wrap { () throws(SystemError) in try SignalSource([SIGINT, SIGTERM]) }
+            let signals = try wrap { () throws(SystemError) in try SignalSource([SIGINT, SIGTERM, SIGUSR1]) }
             let loop = try wrap { () throws(SystemError) in try EventLoop() }
             let crypto = try wrap { () throws(DTLSError) in try CryptoRandom() }
             let answerer = try Answerer(loop: loop, listen: SocketAddress(ip: .loopbackV4, port: 0), mode: .echo, crypto: crypto)
             writeOut("demo: built-in answerer (echo) on http://\(answerer.address)/whip\n")
-            let url: HTTPURL
-            do throws(HTTPError) { url = try HTTPURL("http://\(answerer.address)/whip") } catch { throw CLIFailure(.software, error.description) }
+            var config = Config()
+            do throws(HTTPError) { config.whip = try HTTPURL("http://\(answerer.address)/whip") } catch { throw CLIFailure(.software, error.description) }
+            config.seconds = seconds
+            config.statsSeconds = statsSeconds
             let identity = try wrap { () throws(DTLSError) in try Identity(random: crypto) }
-            let call = try wrap { () throws(CallError) in
-                try Call(loop: loop, role: .offerer, addresses: [.loopbackV4], stun: nil, identity: identity, crypto: crypto)
+            let http: HTTPSend = { request, timeout, completion in
+                HTTPExchange.start(loop: loop, request: request, timeout: timeout, completion: completion)
             }
-            let media = try wrap { () throws(CodecError) in try MediaPath() }
-            let sink = try WAVFrameSink(path: output)
-            let session = Session(loop: loop, route: .whip(url), token: nil, call: call, media: media, source: TestVoice(), sink: sink)
-            session.events = try EventLog(path: o["events"] ?? "-", start: loop.now)
-            session.queued = ["{\"type\":\"demo.hello\",\"text\":\"Hello from Linnet\"}"]
+            let parts = RunnerParts(route: .whip(config.whip!), token: nil, http: http, identity: identity, crypto: crypto,
+                                    addresses: [.loopbackV4], stun: nil)
+            let audio = AudioIO(loop: loop, uplink: .generated(TestVoice()), downlink: .file(try WAVFrameSink(path: output)),
+                                rate: 48_000, mute: MuteGate(), meter: nil)
+            let runner = AgentRunner(loop: loop, config: config, parts: parts, audio: audio)
+            runner.events = try EventLog(path: o["events"] ?? "-", start: loop.now)
+            runner.sendOnOpen = ["{\"type\":\"demo.hello\",\"text\":\"Hello from Linnet\"}"]
             var status = ExitStatus.ok
-            session.onEnd = { s, _ in
+            runner.onStopped = { s in
                 status = s
                 loop.stop()
             }
-            session.onConnected = { loop.schedule(after: .seconds(Int64(seconds))) { session.stop() } }
-            loop.watch(fd: signals.fd) { _ in if !signals.drain().isEmpty { session.stop() } }
-            session.start()
+            loop.watch(fd: signals.fd) { _ in
+                for s in signals.drain() { if s == SIGUSR1 { runner.toggle() } else { runner.stop() } }
+            }
+            // A demo that cannot connect within 15 s will not: stop with an error rather
+            // than retrying forever as the agent would.
+            loop.schedule(after: .seconds(15)) {
+                if !runner.everConnected { runner.stop(.unavailable, "demo: no connection within 15 s") }
+            }
+            try runner.start()
             try wrap { () throws(SystemError) in try loop.run() }
             answerer.closeAll()
-            let s = call.peer.stats
-            let both = s.rtpSent > 0 && s.rtpReceived > 0 && media.stats.framesDecoded > 0
-            writeOut("demo: sent \(s.rtpSent) packets, received \(s.rtpReceived), decoded \(media.stats.framesDecoded) frames; "
-                     + "connect \(session.connectMilliseconds.map { "\($0) ms" } ?? "—"); what came back is in \(output)\n")
+            let t = runner.totals
+            let both = t.sent > 0 && t.received > 0 && t.decoded > 0
+            writeOut("demo: sent \(t.sent) packets, received \(t.received), decoded \(t.decoded) frames, concealed \(t.concealed); "
+                     + "connect \(runner.lastConnectMilliseconds.map { "\($0) ms" } ?? "—"); what came back is in \(output)\n")
             if status == .ok && !both {
                 Log.error("demo: audio did not go both ways")
                 return .software

@@ -9,9 +9,12 @@ final class EventLog {
     let fd: Int32
     let ownsDescriptor: Bool
     let start: Instant
+    /// Added to every line (`events-label`: tells devices apart in fleet logs).
+    let label: String?
 
-    init(path: String, start: Instant) throws(CLIFailure) {
+    init(path: String, start: Instant, label: String? = nil) throws(CLIFailure) {
         self.start = start
+        self.label = label
         if path == "-" {
             fd = 1
             ownsDescriptor = false
@@ -30,6 +33,7 @@ final class EventLog {
         var object = JSONObject()
         object["t"] = .number(JSONNumber(Double((now - start).microseconds) / 1_000_000))
         object["type"] = .string(type)
+        if let label { object["device"] = .string(label) }
         for (k, v) in fields { object[k] = v }
         var bytes = JSONValue.object(object).serialized()
         bytes.append(10)

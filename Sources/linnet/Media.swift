@@ -58,12 +58,12 @@ final class WAVFrameSource: FrameSource {
     }
 }
 
-/// Writes downlink audio to a 16-bit 48 kHz mono WAV file.
+/// Writes downlink audio to a 16-bit mono WAV file at the pipeline rate.
 final class WAVFrameSink: FrameSink {
     let writer: WAVWriter
 
-    init(path: String) throws(CLIFailure) {
-        do throws(FileError) { writer = try WAVWriter(path: path, sampleRate: 48_000, channels: 1) } catch {
+    init(path: String, rate: Int = 48_000) throws(CLIFailure) {
+        do throws(FileError) { writer = try WAVWriter(path: path, sampleRate: rate, channels: 1) } catch {
             throw CLIFailure(.config, "--output \(error)")
         }
     }
@@ -85,33 +85,61 @@ struct MediaStats {
     var decodeErrors = 0
 }
 
+/// The codec settings of a call (config keys `rate`, `bitrate`, `complexity`, `fec`,
+/// `dtx`). RTP time is 48 kHz whatever the rate (RFC 7587 §4.1).
+struct MediaSettings {
+    var rate = 48_000
+    var bitrate: Int32 = 32_000
+    var complexity: Int32 = 5
+    var fec = true
+    var dtx = false
+}
+
 /// Encodes uplink frames and decodes downlink packets for one call.
 final class MediaPath {
     let encoder: OpusEncoder
     let decoder: OpusDecoder
+    let rate: Int
+    /// Samples in 20 ms at `rate`.
+    let frameSamples: Int
     var jitter = JitterBuffer()
-    var uplink = [Int16](repeating: 0, count: 960)
-    var downlink = [Int16](repeating: 0, count: 960)
+    var uplink: [Int16]
+    var downlink: [Int16]
     var packet = [UInt8](repeating: 0, count: 1275)
     var stats = MediaStats()
+    var bytesSent = 0
     var receiving = false
 
-    init(bitrate: Int32 = 32_000) throws(CodecError) {
-        encoder = try OpusEncoder(sampleRate: 48_000, channels: 1)
-        try encoder.setBitrate(bitrate)
-        try encoder.setFEC(true, expectedLossPercent: 10)
-        decoder = try OpusDecoder(sampleRate: 48_000, channels: 1)
+    init(_ settings: MediaSettings = MediaSettings()) throws(CodecError) {
+        rate = settings.rate
+        frameSamples = settings.rate / 50
+        uplink = [Int16](repeating: 0, count: frameSamples)
+        downlink = [Int16](repeating: 0, count: frameSamples)
+        encoder = try OpusEncoder(sampleRate: Int32(settings.rate), channels: 1)
+        try encoder.setBitrate(settings.bitrate)
+        try encoder.setComplexity(settings.complexity)
+        // FEC costs bits only when the receiver reports loss (RFC 6716 §2.1.7); 10 % is
+        // the loss it is tuned for until RTCP says otherwise.
+        try encoder.setFEC(settings.fec, expectedLossPercent: settings.fec ? 10 : 0)
+        try encoder.setDTX(settings.dtx)
+        decoder = try OpusDecoder(sampleRate: Int32(settings.rate), channels: 1)
     }
 
     /// Encodes the next uplink frame from `source`; the packet to send, or nil.
     func encodeNext(from source: FrameSource) -> [UInt8]? {
         guard source.nextFrame(into: &uplink) else { return nil }
+        return encode(uplink)
+    }
+
+    /// Encodes one 20 ms frame (`frameSamples` samples); the packet, or nil.
+    func encode(_ frame: [Int16]) -> [UInt8]? {
         let encoder = self.encoder
-        let n = try? uplink.withBuffer { (p: UnsafeBufferPointer<Int16>) throws(CodecError) in
+        let n = try? frame.withBuffer { (p: UnsafeBufferPointer<Int16>) throws(CodecError) in
             try packet.withMutableBytes { (out: UnsafeMutableRawBufferPointer) throws(CodecError) in try encoder.encode(p, into: out) }
         }
         guard let n else { return nil }
         stats.framesSent += 1
+        bytesSent += n
         return Array(packet[0..<n])
     }
 

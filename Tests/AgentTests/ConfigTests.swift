@@ -78,6 +78,12 @@ func message(_ body: () throws(ConfigError) -> Config) -> String? {
         transcription-model = gpt-4o-mini-transcribe
         turn-detection = ptt
         max-session-minutes = 30
+        max-session-seconds = 90
+        max-attempts = 5
+        loop-input = yes
+        openai-url = http://127.0.0.1:9/v1/realtime/calls
+        send = /tmp/lines.txt
+        events-channel = kitchen-events
         """
         let c = try load(text)
         #expect(c.backend == (try HTTPURL("https://api.example.net:8443/v1")))
@@ -99,6 +105,8 @@ func message(_ body: () throws(ConfigError) -> Config) -> String? {
         #expect(c.voice == "verse" && c.transcriptionModel == "gpt-4o-mini-transcribe")
         #expect(c.turnDetection == .ptt && c.effectiveTurnDetection == .ptt && c.maxSessionMinutes == 30)
         #expect(c.sources["gain-db"] == .file(path: "linnet.conf", line: 25))
+        #expect(c.maxSessionSeconds == 90 && c.maximumSessionSeconds == 90 && c.maxAttempts == 5 && c.loopInput)
+        #expect(c.openaiURL.port == 9 && c.send == "/tmp/lines.txt" && c.eventsChannel == "kitchen-events")
         // Every key of the table was exercised (the route keys whip/openai/token-url elsewhere).
         #expect(Set(c.sources.keys).union(["whip", "openai", "token-url"]) == Set(Config.keys))
     }
@@ -355,8 +363,7 @@ func message(_ body: () throws(ConfigError) -> Config) -> String? {
         ("whip = http://a/w\nchat = 7", "linnet.conf:2: chat applies only with backend"),
         ("openai = on", "linnet.conf:1: openai needs token-url (where the backend hands out ephemeral keys)"),
         ("whip = http://a/w\ntoken-url = http://t/", "linnet.conf:2: token-url applies only with openai"),
-        ("whip = http://a/w\nturn-detection = ptt", "linnet.conf:2: turn-detection ptt needs a push-to-talk button (ptt, with ptt-mode hold or toggle)"),
-        ("whip = http://a/w\nturn-detection = ptt\nptt = GPIO5\nptt-mode = open", "linnet.conf:2: turn-detection ptt needs a push-to-talk button (ptt, with ptt-mode hold or toggle)"),
+        ("whip = http://a/w\nturn-detection = ptt\nptt = GPIO5\nptt-mode = open", "linnet.conf:2: turn-detection ptt contradicts ptt-mode open (no button): use ptt-mode hold or toggle"),
     ])
     func rules(text: String, expected: String) {
         #expect(message { () throws(ConfigError) in try load(text) } == expected)

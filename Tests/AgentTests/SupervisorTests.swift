@@ -215,6 +215,15 @@ final class SupervisorHarness {
         // No answer within the restart timeout: a fresh session.
         h.advance(by: .seconds(4))
         #expect(h.actions.last == .startSession(id: 2, reason: .reconnect))
+        // A route that refuses the restart: a fresh session at once.
+        let r = SupervisorHarness { $0.iceRestart = true }
+        r.supervisor.start(now: r.now)
+        r.drain()
+        r.supervisor.connected(1, now: r.now)
+        r.supervisor.disconnected(1, now: r.now)
+        r.drain()
+        r.supervisor.restartFailed(1, now: r.now)
+        #expect(r.drain() == [.startSession(id: 2, reason: .reconnect)])
         // A restart that works brings the same session back.
         let k = SupervisorHarness { $0.iceRestart = true }
         k.supervisor.start(now: k.now)

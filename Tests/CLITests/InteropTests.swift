@@ -5,7 +5,7 @@ import Foundation
 /// `READY <port>` once listening; the test blocks reading that line (no sleeping).
 final class InteropPeer {
     static var python: String? {
-        if let p = ProcessInfo.processInfo.environment["LINNET_AIORTC_PYTHON"], FileManager.default.isExecutableFile(atPath: p) { return p }
+        if let p = ProcessInfo.processInfo.environment["AIORTC_PYTHON"], FileManager.default.isExecutableFile(atPath: p) { return p }
         let venv = packageRoot + "/build/interop-venv/bin/python"
         return FileManager.default.isExecutableFile(atPath: venv) ? venv : nil
     }
@@ -17,7 +17,7 @@ final class InteropPeer {
     static func require() -> String? {
         if let p = python { return p }
         if ProcessInfo.processInfo.environment["CI"] != nil {
-            Issue.record("the aiortc interop peer is not installed (run Tests/Interop/setup.sh or set LINNET_AIORTC_PYTHON)")
+            Issue.record("the aiortc interop peer is not installed (run Tests/Interop/setup.sh or set AIORTC_PYTHON)")
         }
         return nil
     }
@@ -130,7 +130,7 @@ func fractionOfWindowsWithTone(_ x: [Int16], _ f: Double, rate: Int, rms: Double
         let peer = try InteropPeer(python: python, mode: "tone", name: "tone")
         let output = temporary("interop-tone.wav")
         defer { unlink(output) }
-        let r = try Linnet.run(["run", "--whip", "http://127.0.0.1:\(peer.port)/whip", "--output", output, "--seconds", "4"])
+        let r = try Linnet.run(["run", "--whip", "http://127.0.0.1:\(peer.port)/whip", "--output", output, "--seconds", "4", "--capture", "none"])
         #expect(r.status == 0, "\(r.err)")
         _ = try peer.stop()
         let (_, back) = try WAVFile.read16(output)
@@ -151,7 +151,7 @@ func fractionOfWindowsWithTone(_ x: [Int16], _ f: Double, rate: Int, rms: Double
         defer { unlink(events); unlink(send) }
         let big = String(repeating: "0123456789", count: 5_000)
         try ("{\"type\":\"ping\"}\n" + big + "\n").write(toFile: send, atomically: true, encoding: .utf8)
-        let r = try Linnet.run(["run", "--backend", "http://127.0.0.1:\(peer.port)", "--chat", "chat42", "--send", send,
+        let r = try Linnet.run(["run", "--backend", "http://127.0.0.1:\(peer.port)", "--chat", "chat42", "--send", send, "--capture", "none", "--playback", "none",
                                 "--events", events, "--seconds", "4"])
         #expect(r.status == 0, "\(r.err)")
         let report = try peer.stop()
@@ -176,12 +176,12 @@ func fractionOfWindowsWithTone(_ x: [Int16], _ f: Double, rate: Int, rms: Double
     @Test func providerErrors() throws {
         guard let python = InteropPeer.require() else { return }
         let failing = try InteropPeer(python: python, mode: "echo", extra: ["--fail-status", "500"], name: "fail")
-        let a = try Linnet.run(["run", "--whip", "http://127.0.0.1:\(failing.port)/whip", "--seconds", "1"])
-        #expect(a.status == 69 && a.err.contains("WHIP endpoint answered 500"))
+        let a = try Linnet.run(["run", "--whip", "http://127.0.0.1:\(failing.port)/whip", "--seconds", "1", "--max-attempts", "1", "--capture", "none", "--playback", "none"])
+        #expect(a.status == 69 && a.err.contains("WHIP endpoint answered 500"), "\(a.err)")
         _ = try failing.stop()
         let garbage = try InteropPeer(python: python, mode: "echo", extra: ["--garbage"], name: "garbage")
-        let b = try Linnet.run(["run", "--whip", "http://127.0.0.1:\(garbage.port)/whip", "--seconds", "1"])
-        #expect(b.status == 65 && b.err.contains("answer is unusable"))
+        let b = try Linnet.run(["run", "--whip", "http://127.0.0.1:\(garbage.port)/whip", "--seconds", "1", "--max-attempts", "1", "--capture", "none", "--playback", "none"])
+        #expect(b.status == 65 && b.err.contains("answer is unusable"), "\(b.err)")
         _ = try garbage.stop()
     }
 }

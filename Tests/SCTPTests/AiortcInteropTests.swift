@@ -5,11 +5,11 @@ import Wire
 
 /// Interop with aiortc's SCTP and data channel stack (an independent implementation),
 /// SCTP packets exchanged over the bridge's stdio instead of DTLS. Runs only when
-/// LINNET_AIORTC_PYTHON names a Python with aiortc installed
+/// AIORTC_PYTHON names a Python with aiortc installed
 /// (`python3 -m venv v && v/bin/pip install aiortc`). It runs in real time: aiortc's timers
 /// read the real clock, so ours does too here (the only such test of this module).
 @Suite struct AiortcInteropTests {
-    static let python = ProcessInfo.processInfo.environment["LINNET_AIORTC_PYTHON"]
+    static let python = ProcessInfo.processInfo.environment["AIORTC_PYTHON"]
 
     @Test(.enabled(if: python != nil)) func dataChannelsWithAiortc() throws {
         let script = FileManager.default.temporaryDirectory.appendingPathComponent("linnet-sctp-bridge-\(getpid()).py")
@@ -43,8 +43,8 @@ import Wire
             inbox.ready.signal()
         }
         func clock() -> Instant { Instant(nanoseconds: Int64(DispatchTime.now().uptimeNanoseconds)) }
-        // Optional seeded loss both ways (LINNET_AIORTC_LOSS_PERCENT); 15 % passed here.
-        let loss = UInt64(ProcessInfo.processInfo.environment["LINNET_AIORTC_LOSS_PERCENT"] ?? "0") ?? 0
+        // Optional seeded loss both ways (AIORTC_LOSS_PERCENT); 15 % passed here.
+        let loss = UInt64(ProcessInfo.processInfo.environment["AIORTC_LOSS_PERCENT"] ?? "0") ?? 0
         var lossRng = SeededRandom(seed: 9)
         func send(_ line: String) {
             if line.hasPrefix("P "), lossRng.next() % 100 < loss { return }

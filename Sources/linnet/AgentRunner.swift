@@ -1,0 +1,459 @@
+// The agent on the loop: the Supervisor's decisions carried out (sessions created,
+// audio switched, sessions closed), the microphone's frames sent to the session that
+// carries the audio and its voice played, push-to-talk and mute, the provider's events,
+// stats lines, the status file and the systemd watchdog. Wiring only: the decisions
+// live in the Agent module, the protocols in theirs.
+import CSystem
+import Wire
+import Platform
+import JSON
+import Signaling
+import DTLS
+import Peer
+import Agent
+import Codec
+import Audio
+
+/// What the runner needs besides the config.
+struct RunnerParts {
+    var route: Route
+    var token: String?
+    var http: HTTPSend
+    var identity: Identity
+    var crypto: CryptoRandom
+    var addresses: [IPAddress]
+    var stun: SocketAddress?
+}
+
+final class AgentRunner {
+    let loop: EventLoop
+    let config: Config
+    let parts: RunnerParts
+    let audio: AudioIO
+    let supervisor: Supervisor
+    var sessions: [Int: ProviderSession] = [:]
+    var activeID: Int?
+    var events: EventLog?
+    var notifier: SystemdNotifier?
+    var statusPath: String?
+    var supervisorTimer: EventLoop.TimerID?
+    var supervisorDeadline = Instant.distantFuture
+    var playoutTimer: EventLoop.TimerID?
+    var statsTimer: EventLoop.TimerID?
+    var watchdog: WatchdogDriver?
+    var conversation: Conversation
+    /// Lines to send on the events channel of every new session (`send` key).
+    var sendOnOpen: [String] = []
+    var stopping = false
+    var stopped = false
+    var onStopped: (ExitStatus) -> Void = { _ in }
+    var exitStatus = ExitStatus.ok
+    var everConnected = false
+    var firstConnectedAt: Instant?
+    var lastConnectMilliseconds: Int64?
+    var reconnects = 0
+    var lastFailureStatus = ExitStatus.unavailable
+    var stateSince: Instant
+    var totals = (sent: 0, received: 0, decoded: 0, concealed: 0)
+    var lastStats: (at: Instant, bytes: Int)?
+
+    init(loop: EventLoop, config: Config, parts: RunnerParts, audio: AudioIO) {
+        self.loop = loop
+        self.config = config
+        self.parts = parts
+        self.audio = audio
+        var policy = SupervisorPolicy()
+        policy.maximumSessionAge = .seconds(Int64(config.maximumSessionSeconds))
+        if case .whip = parts.route { policy.iceRestart = false }  // needs Peer ICE restart; see the issue note
+        var seed: UInt64 = 0
+        if let bytes = try? parts.crypto.bytes(8) { for b in bytes { seed = seed << 8 | UInt64(b) } }
+        supervisor = Supervisor(policy: policy, seed: seed)
+        conversation = Conversation(config: config)
+        stateSince = loop.now
+    }
+
+    // MARK: Start and stop
+
+    func start() throws(CLIFailure) {
+        audio.onFrame = { frame in self.uplink(frame) }
+        try audio.start()
+        conversation.send = { text in self.activeSession?.sendEvent(text) }
+        conversation.log = { type, fields in self.log(type, fields) }
+        tickPlayout(at: loop.now + .milliseconds(20))
+        if config.statsSeconds > 0 { tickStats(every: .seconds(Int64(config.statsSeconds))) }
+        if let notifier {
+            // READY once the loop runs (Type=notify, sd_notify(3)).
+            loop.schedule(after: .zero) { _ = notifier.ready() }
+            if let interval = notifier.watchdogInterval {
+                watchdog = WatchdogDriver(loop: loop, notifier: notifier, interval: WatchdogHealth.interval(watchdogMicroseconds: interval.microseconds)) {
+                    self.audio.progress
+                }
+                watchdog?.start()
+            }
+        }
+        supervisor.start(now: loop.now)
+        drive()
+    }
+
+    /// Closes every session (provider-side close first), then reports through `onStopped`.
+    func stop(_ status: ExitStatus = .ok, _ reason: String? = nil) {
+        guard !stopping else { return }
+        stopping = true
+        exitStatus = status
+        if let reason { if status == .ok { Log.info(reason) } else { Log.error(reason) } }
+        supervisor.close(now: loop.now)
+        drive()
+        finishIfIdle()
+    }
+
+    func finishIfIdle() {
+        guard stopping, !stopped, sessions.isEmpty else { return }
+        stopped = true
+        if let t = playoutTimer { loop.cancel(t) }
+        if let t = statsTimer { loop.cancel(t) }
+        if let t = supervisorTimer { loop.cancel(t) }
+        watchdog?.stop()
+        audio.stop()
+        _ = notifier?.stopping()
+        onStopped(exitStatus)
+    }
+
+    var activeSession: ProviderSession? { activeID.flatMap { sessions[$0] } }
+
+    // MARK: The supervisor's decisions
+
+    func drive() {
+        while true {
+            switch supervisor.pollOutput() {
+            case .action(let a): perform(a)
+            case .timeout(let t):
+                arm(t)
+                return
+            }
+        }
+    }
+
+    func arm(_ deadline: Instant) {
+        guard deadline != supervisorDeadline else { return }
+        if let supervisorTimer { loop.cancel(supervisorTimer) }
+        supervisorTimer = nil
+        supervisorDeadline = deadline
+        guard deadline < .distantFuture else { return }
+        supervisorTimer = loop.schedule(at: deadline) {
+            self.supervisorTimer = nil
+            self.supervisorDeadline = .distantFuture
+            self.supervisor.handleTimeout(now: self.loop.now)
+            self.drive()
+        }
+    }
+
+    func perform(_ action: SupervisorAction) {
+        switch action {
+        case .startSession(let id, let reason):
+            if reason != .initial { reconnects += 1 }
+            startSession(id, reason: reason)
+        case .restartICE(let id):
+            // The WHIP ICE restart (PATCH with the new ufrag/pwd) needs Peer support that
+            // is not there yet: report it as unavailable so a fresh session follows.
+            supervisor.restartFailed(id, now: loop.now)
+        case .switchAudio(let id):
+            let previous = activeID
+            activeID = id
+            if let s = sessions[id] {
+                if let ms = s.connectMilliseconds ?? s.offerSentAt.map({ (loop.now - $0).milliseconds }) { lastConnectMilliseconds = ms }
+                log("audio", [("session", .number(JSONNumber(id))), ("from", previous.map { .number(JSONNumber($0)) } ?? .null)])
+                if let channel = s.eventsChannel, s.call.peer.label(of: channel) != nil { conversation.channelOpened(now: loop.now) }
+            }
+        case .closeSession(let id):
+            guard let s = sessions[id] else { return }
+            if activeID == id { activeID = nil }
+            let p = s.call.peer.stats
+            totals.sent += p.rtpSent
+            totals.received += p.rtpReceived
+            totals.decoded += s.media.stats.framesDecoded
+            totals.concealed += s.media.stats.concealed
+            s.close {
+                self.sessions[id] = nil
+                self.finishIfIdle()
+            }
+        case .stateChanged(let state, let reason):
+            stateChanged(state, reason)
+        case .retryScheduled(let delay, let attempt, let failure):
+            Log.warning("attempt \(attempt) failed: \(failure); next in \(delay)")
+            log("retry", [("attempt", .number(JSONNumber(attempt))), ("delay_ms", .number(JSONNumber(Int(delay.milliseconds)))),
+                          ("error", .string(failure.description))])
+            if config.maxAttempts > 0 && attempt >= config.maxAttempts {
+                let status: ExitStatus
+                if case .unauthorized = failure { status = .config } else { status = lastFailureStatus }
+                loop.schedule(after: .zero) { self.stop(status, "giving up after \(attempt) failed attempt\(attempt == 1 ? "" : "s") (max-attempts): \(failure)") }
+            }
+        }
+    }
+
+    func stateChanged(_ state: SessionState, _ reason: String?) {
+        stateSince = loop.now
+        let text = reason.map { "\(state.rawValue): \($0)" } ?? state.rawValue
+        if state == .failed { Log.error("session \(text)") } else { Log.info("session \(text)") }
+        var fields: [(String, JSONValue)] = [("state", .string(state.rawValue))]
+        if let reason { fields.append(("reason", .string(reason))) }
+        log("state", fields)
+        _ = notifier?.status("session \(text)")
+        writeStatus()
+        if state == .connected {
+            everConnected = true
+            if firstConnectedAt == nil {
+                firstConnectedAt = loop.now
+                if config.seconds > 0 {
+                    loop.schedule(after: .seconds(Int64(config.seconds))) { self.stop(.ok, "ending after \(self.config.seconds) s (--seconds)") }
+                }
+            }
+        }
+    }
+
+    func startSession(_ id: Int, reason: StartReason) {
+        let call: Call
+        do throws(CallError) {
+            call = try Call(loop: loop, role: .offerer, addresses: parts.addresses, stun: parts.stun, identity: parts.identity, crypto: parts.crypto)
+        } catch {
+            lastFailureStatus = .unavailable
+            loop.schedule(after: .zero) { self.supervisor.failed(id, .transient(error.description), now: self.loop.now); self.drive() }
+            return
+        }
+        let media: MediaPath
+        do throws(CodecError) {
+            media = try MediaPath(MediaSettings(rate: audio.rate, bitrate: Int32(config.bitrate), complexity: Int32(config.complexity),
+                                                fec: config.fec, dtx: config.dtx))
+        } catch {
+            lastFailureStatus = .software
+            loop.schedule(after: .zero) { self.supervisor.failed(id, .transient("the Opus codec: \(error)"), now: self.loop.now); self.drive() }
+            return
+        }
+        let session = ProviderSession(id: id, loop: loop, route: parts.route, token: parts.token, http: parts.http, call: call,
+                                      media: media, channelLabel: config.eventsChannel)
+        session.queued = sendOnOpen
+        session.onReport = { r in
+            self.report(id, r)
+            self.drive()
+        }
+        sessions[id] = session
+        log("session", [("id", .number(JSONNumber(id))), ("reason", .string(reason.rawValue))])
+        session.start()
+    }
+
+    func report(_ id: Int, _ r: SessionReport) {
+        let now = loop.now
+        switch r {
+        case .connected: supervisor.connected(id, now: now)
+        case .disconnected: supervisor.disconnected(id, now: now)
+        case .failed(let f, let status):
+            lastFailureStatus = status
+            supervisor.failed(id, f, now: now)
+        case .ended(let why):
+            Log.info("session \(id): \(why)")
+            supervisor.ended(id, now: now)
+        case .channelOpened(let channel, let label):
+            log("channel", [("event", "open"), ("label", .string(label)), ("id", .number(JSONNumber(Int(channel))))])
+            if id == activeID, label == config.eventsChannel { conversation.channelOpened(now: now) }
+        case .message(let label, let text, let binary):
+            if let text {
+                log("message", [("label", .string(label)), ("text", .string(text))])
+                if id == activeID, label == config.eventsChannel { conversation.received(text, now: now) }
+            } else if let binary {
+                log("message", [("label", .string(label)), ("binary", .string(Base64.encode(binary)))])
+            }
+        case .channelClosed(let channel):
+            log("channel", [("event", "closed"), ("id", .number(JSONNumber(Int(channel))))])
+        }
+    }
+
+    // MARK: Audio
+
+    func uplink(_ frame: [Int16]) {
+        guard let s = activeSession, s.wasConnected, !s.closing else { return }
+        if let packet = s.media.encode(frame) {
+            s.call.sendAudio(packet, samples: 960)
+        } else {
+            s.call.peer.skipAudio(samples: 960)
+        }
+        conversation.audioSent(milliseconds: 20, now: loop.now)
+    }
+
+    func tickPlayout(at deadline: Instant) {
+        playoutTimer = loop.schedule(at: deadline) {
+            self.audio.play(self.activeSession?.media.playout(now: self.loop.now))
+            self.tickPlayout(at: deadline + .milliseconds(20))
+        }
+    }
+
+    // MARK: Push-to-talk and mute
+
+    /// The button (or key, or signal) went down (`true`) or up.
+    func talk(_ down: Bool) {
+        switch config.effectiveTurnDetection {
+        case .ptt:
+            audio.mute.setMuted(!down)
+            log("ptt", [("talking", .bool(down))])
+            if down { conversation.press(now: loop.now) } else { conversation.release(now: loop.now) }
+        case .vad:
+            // An open microphone: the button mutes (a privacy switch).
+            if down { mute(!audio.mute.isMuted) }
+        }
+        writeStatus()
+    }
+
+    var talking = false
+
+    /// The terminal key and SIGUSR1 toggle: talk / stop talking (ptt), mute / unmute.
+    func toggle() {
+        switch config.effectiveTurnDetection {
+        case .ptt:
+            talking.toggle()
+            talk(talking)
+        case .vad:
+            talk(true)
+        }
+    }
+
+    func mute(_ on: Bool) {
+        audio.mute.setMuted(on)
+        Log.info(on ? "microphone muted" : "microphone open")
+        log("mute", [("muted", .bool(on))])
+        writeStatus()
+    }
+
+    // MARK: Events, stats, status
+
+    func log(_ type: String, _ fields: [(String, JSONValue)]) {
+        events?.write(type, fields, now: loop.now)
+    }
+
+    func tickStats(every interval: Duration) {
+        statsTimer = loop.schedule(after: interval) {
+            self.writeStats()
+            self.tickStats(every: interval)
+        }
+    }
+
+    /// One stats line: state, RTT, loss, jitter, packets, xruns, bitrate.
+    func statsFields() -> [(String, JSONValue)] {
+        var f: [(String, JSONValue)] = [("state", .string(supervisor.state.rawValue)), ("reconnects", .number(JSONNumber(reconnects)))]
+        let x = audio.xruns
+        f.append(("capture_xruns", .number(JSONNumber(x.capture))))
+        f.append(("playback_xruns", .number(JSONNumber(x.playback))))
+        if let meter = audio.meter { f.append(("mic_dbfs", .number(JSONNumber((meter.rmsDBFS * 10).rounded() / 10)))) }
+        guard let s = activeSession else { return f }
+        let p = s.call.peer.stats
+        f.append(("session", .number(JSONNumber(s.id))))
+        f.append(("packets_sent", .number(JSONNumber(p.rtpSent))))
+        f.append(("packets_received", .number(JSONNumber(p.rtpReceived))))
+        f.append(("packets_lost", .number(JSONNumber(Int(p.packetsLost)))))
+        f.append(("remote_loss_percent", .number(JSONNumber((Double(p.remoteFractionLost) * 1000 / 256).rounded() / 10))))
+        f.append(("jitter_ms", .number(JSONNumber((Double(p.jitter) / 4.8).rounded() / 10))))
+        f.append(("concealed", .number(JSONNumber(s.media.stats.concealed))))
+        f.append(("fec_recovered", .number(JSONNumber(s.media.stats.fecRecovered))))
+        f.append(("srtp_dropped", .number(JSONNumber(p.srtpDropped))))
+        if let rtt = p.roundTripTime { f.append(("rtt_ms", .number(JSONNumber((Double(rtt.microseconds) / 100).rounded() / 10)))) }
+        let now = loop.now
+        if let last = lastStats, now > last.at, s.media.bytesSent >= last.bytes {
+            let kbps = Double(s.media.bytesSent - last.bytes) * 8 / (Double((now - last.at).microseconds) / 1_000_000) / 1000
+            f.append(("bitrate_kbps", .number(JSONNumber((kbps * 10).rounded() / 10))))
+        }
+        lastStats = (now, s.media.bytesSent)
+        if let ms = lastConnectMilliseconds { f.append(("connect_ms", .number(JSONNumber(Int(ms))))) }
+        return f
+    }
+
+    func writeStats() {
+        let f = statsFields()
+        log("stats", f)
+        var line = "stats:"
+        for (k, v) in f { line += " \(k)=\(v.serializedText)" }
+        Log.info(line)
+        writeStatus()
+    }
+
+    /// The status file for a kiosk UI: rewritten whole (temp file + rename, so a reader
+    /// never sees half of it) on each state change and stats tick.
+    func writeStatus() {
+        guard let path = statusPath else { return }
+        var o = JSONObject()
+        o["state"] = .string(supervisor.state.rawValue)
+        o["since_s"] = .number(JSONNumber(Double((loop.now - stateSince).milliseconds) / 1000))
+        o["muted"] = .bool(audio.mute.isMuted)
+        o["turn_detection"] = .string(config.effectiveTurnDetection.rawValue)
+        o["reconnects"] = .number(JSONNumber(reconnects))
+        if let s = activeSession {
+            o["session"] = .number(JSONNumber(s.id))
+            if let rtt = s.call.peer.stats.roundTripTime { o["rtt_ms"] = .number(JSONNumber(Double(rtt.microseconds) / 1000)) }
+        }
+        if let t = conversation.lastUserText { o["last_user"] = .string(t) }
+        if let t = conversation.lastAssistantText { o["last_assistant"] = .string(t) }
+        var bytes = JSONValue.object(o).serialized()
+        bytes.append(10)
+        let temporary = path + ".tmp"
+        let fd = csystem_open(temporary, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o644)
+        guard fd >= 0 else {
+            Log.warning("status file '\(path)': \(SystemError.message(csystem_errno())); not writing it any more")
+            statusPath = nil
+            return
+        }
+        writeAll(fd: fd, bytes)
+        close(fd)
+        if rename(temporary, path) != 0 {
+            Log.warning("status file '\(path)': \(SystemError.message(csystem_errno())); not writing it any more")
+            statusPath = nil
+        }
+    }
+}
+
+/// Sends `WATCHDOG=1` at half of `WATCHDOG_USEC` while the pipeline is healthy (the
+/// Agent module decides); a stall logs once and withholds the pings, and systemd
+/// restarts the service when its `WatchdogSec=` runs out.
+final class WatchdogDriver {
+    let loop: EventLoop
+    let notifier: SystemdNotifier
+    let interval: Duration
+    let progress: () -> PipelineProgress
+    var health = WatchdogHealth()
+    var timer: EventLoop.TimerID?
+    var withheld = false
+    var pings = 0
+
+    init(loop: EventLoop, notifier: SystemdNotifier, interval: Duration, progress: @escaping () -> PipelineProgress) {
+        self.loop = loop
+        self.notifier = notifier
+        self.interval = interval
+        self.progress = progress
+    }
+
+    func start() { schedule() }
+
+    func schedule() {
+        timer = loop.schedule(after: interval) {
+            self.check()
+            self.schedule()
+        }
+    }
+
+    func check() {
+        switch health.check(progress(), now: loop.now) {
+        case .ping:
+            if withheld { Log.info("watchdog: the pipeline moves again") }
+            withheld = false
+            if notifier.watchdog() { pings += 1 }
+        case .withhold(let why):
+            if !withheld { Log.error("watchdog: \(why); withholding WATCHDOG=1 so systemd restarts us") }
+            withheld = true
+        }
+    }
+
+    func stop() {
+        if let timer { loop.cancel(timer) }
+        timer = nil
+    }
+}
+
+extension JSONValue {
+    /// The compact JSON text of a value (for `key=value` log lines).
+    var serializedText: String { String(decoding: serialized(), as: UTF8.self) }
+}

@@ -1,0 +1,397 @@
+// One session with the provider through a route (ARCHITECTURE.md "Sessions"): offer
+// out, answer in, the call's network side, the events channel, and the provider-side
+// close. It reports what happens to the agent runner, which decides (through the
+// Agent module's Supervisor) what to do about it; it never ends the process itself.
+import CSystem
+import Wire
+import Platform
+import JSON
+import Signaling
+import Peer
+import ICE
+import Agent
+import SCTP
+
+/// How the offer reaches the provider.
+enum Route: Equatable {
+    /// RFC 9725: POST the offer, DELETE the Location to end, PATCH for ICE restart.
+    case whip(HTTPURL)
+    /// The app backend: POST {base}/voice/{chat} {"sdp"} → {"id","sdp"}; …/close.
+    case backend(base: HTTPURL, chat: String)
+    /// OpenAI Realtime with an ephemeral key from the backend (`tokenURL`):
+    /// POST {calls} application/sdp → 201 + Location; POST {Location}/hangup.
+    case openai(calls: HTTPURL, tokenURL: HTTPURL)
+
+    var name: String {
+        switch self {
+        case .whip: return "WHIP"
+        case .backend: return "backend"
+        case .openai: return "OpenAI Realtime"
+        }
+    }
+}
+
+/// What a session tells the runner.
+enum SessionReport {
+    case connected
+    case disconnected
+    /// With the exit status it would mean if the agent gave up on it (sysexits.h).
+    case failed(SessionFailure, ExitStatus)
+    case ended(String)
+    case channelOpened(channel: UInt16, label: String)
+    case message(label: String, text: String?, binary: [UInt8]?)
+    case channelClosed(UInt16)
+}
+
+/// Sends one HTTP request on the loop (HTTP or HTTPS); the runner supplies it.
+typealias HTTPSend = (_ request: HTTPRequest, _ timeout: Duration, _ completion: @escaping (Result<HTTPResponse, HTTPClientError>) -> Void) -> Void
+
+final class ProviderSession {
+    let id: Int
+    let loop: EventLoop
+    let route: Route
+    let token: String?
+    let http: HTTPSend
+    let call: Call
+    let media: MediaPath
+    let channelLabel: String
+    var onReport: (SessionReport) -> Void = { _ in }
+
+    /// WHIP/OpenAI resource (Location), backend voice id, WHIP ETag (ICE restart).
+    var resource: HTTPURL?
+    var voiceID: String?
+    var etag: String?
+    /// The bearer for this session's provider requests (the ephemeral key on OpenAI).
+    var bearer: String?
+    var eventsChannel: UInt16?
+    var queued: [String] = []
+    var wasConnected = false
+    var closing = false
+    var offerSentAt: Instant?
+    var connectedAt: Instant?
+    var firstAudioAt: Instant?
+    /// ICE servers the WHIP endpoint offered in `Link` headers (RFC 9725 §4.6).
+    var iceServers: [String] = []
+
+    init(id: Int, loop: EventLoop, route: Route, token: String?, http: @escaping HTTPSend, call: Call, media: MediaPath,
+         channelLabel: String) {
+        self.id = id
+        self.loop = loop
+        self.route = route
+        self.token = token
+        self.http = http
+        self.call = call
+        self.media = media
+        self.channelLabel = channelLabel
+        bearer = token
+    }
+
+    func headers(_ contentType: String?) -> HTTPHeaders {
+        var h = HTTPHeaders()
+        if let contentType { h.add("Content-Type", contentType) }
+        if let bearer { h.add("Authorization", "Bearer " + bearer) }
+        return h
+    }
+
+    func start() {
+        // These closures hold the session; `close` replaces them to break the cycle.
+        call.onEvent = { e in self.event(e) }
+        call.onAudio = { a in
+            if self.firstAudioAt == nil { self.firstAudioAt = self.loop.now }
+            self.media.received(a)
+        }
+        call.start()
+        call.whenGathered(timeout: .seconds(2)) { self.begin() }
+    }
+
+    func begin() {
+        guard !closing else { return }
+        if case .openai(_, let tokenURL) = route {
+            fetchEphemeralKey(tokenURL)
+        } else {
+            sendOffer()
+        }
+    }
+
+    /// OpenAI: the device asks its backend for a short-lived key (the provider's real
+    /// key never leaves the backend; PROTOCOLS.md). Accepts the GA `client_secrets`
+    /// shape `{"value": …}` and the older `{"client_secret": {"value": …}}`.
+    func fetchEphemeralKey(_ url: HTTPURL) {
+        var h = HTTPHeaders()
+        h.add("Content-Type", "application/json")
+        if let token { h.add("Authorization", "Bearer " + token) }
+        let request = HTTPRequest(method: "POST", url: url, headers: h, body: Array("{}".utf8))
+        Log.info("session \(id): ephemeral key ← \(url)")
+        http(request, .seconds(10)) { result in
+            guard !self.closing else { return }
+            switch result {
+            case .failure(let e):
+                self.fail(.transient("the token URL \(url) did not answer: \(e)"))
+            case .success(let r):
+                guard (200..<300).contains(r.status) else {
+                    return self.fail(self.classify(r, "the token URL \(url)"))
+                }
+                let json = try? JSONValue.parse(r.body)
+                guard let key = json?["value"]?.string ?? json?["client_secret"]?["value"]?.string, !key.isEmpty,
+                      !key.utf8.contains(where: { $0 < 0x21 || $0 > 0x7E }) else {
+                    return self.fail(.transient("the token URL \(url) answered without a key (expected JSON {\"value\": …}): \(r.bodyExcerpt(80))"))
+                }
+                self.bearer = key
+                self.sendOffer()
+            }
+        }
+    }
+
+    func sendOffer() {
+        let offer: String
+        do throws(PeerError) { offer = try call.peer.createOffer() } catch {
+            return fail(.transient("cannot build the offer: \(error)"), .software)
+        }
+        let request: HTTPRequest
+        switch route {
+        case .whip(let url):
+            request = HTTPRequest(method: "POST", url: url, headers: headers("application/sdp"), body: Array(offer.utf8))
+        case .openai(let calls, _):
+            request = HTTPRequest(method: "POST", url: calls, headers: headers("application/sdp"), body: Array(offer.utf8))
+        case .backend(let base, let chat):
+            var url = base
+            url.target = joinPath(base.target, "voice/\(chat)")
+            let body: JSONValue = ["sdp": .string(offer)]
+            request = HTTPRequest(method: "POST", url: url, headers: headers("application/json"), body: body.serialized())
+        }
+        Log.info("session \(id): offer → \(request.url)")
+        offerSentAt = loop.now
+        post(request, redirects: 3)
+    }
+
+    /// Posts the offer, following 307/308 redirects (RFC 9725 §4.5, RFC 9110 §15.4).
+    func post(_ request: HTTPRequest, redirects: Int) {
+        http(request, .seconds(10)) { result in
+            guard !self.closing else { return }
+            switch result {
+            case .failure(let error):
+                self.fail(.transient("the offer to \(request.url) was not answered: \(error)"))
+            case .success(let response):
+                if (response.status == 307 || response.status == 308), redirects > 0,
+                   let location = response.headers["Location"], let next = try? request.url.resolving(location) {
+                    var again = request
+                    again.url = next
+                    Log.info("session \(self.id): redirected to \(next)")
+                    self.post(again, redirects: redirects - 1)
+                    return
+                }
+                self.answered(response, url: request.url)
+            }
+        }
+    }
+
+    /// 401/403 → check the token; 429/503 with Retry-After → as asked; else transient.
+    func classify(_ r: HTTPResponse, _ who: String) -> SessionFailure {
+        let message = "\(who) answered \(r.status) \(r.reason): \(r.bodyExcerpt(120))"
+        if r.status == 401 || r.status == 403 { return .unauthorized(message) }
+        if let text = r.headers["Retry-After"], let seconds = Int(text.trimmingSpaces), seconds >= 0 {
+            return .retryAfter(.seconds(Int64(min(seconds, 86_400))), message)
+        }
+        return .transient(message)
+    }
+
+    func answered(_ response: HTTPResponse, url: HTTPURL) {
+        let answer: String
+        switch route {
+        case .whip, .openai:
+            guard response.status == 201 || response.status == 200 else {
+                return fail(classify(response, route.name == "WHIP" ? "WHIP endpoint" : route.name))
+            }
+            if let location = response.headers["Location"] { resource = try? url.resolving(location) }
+            etag = response.headers["ETag"]
+            iceServers = response.headers.values("Link").flatMap(parseICEServers)
+            answer = response.bodyText
+        case .backend:
+            guard (200..<300).contains(response.status) else {
+                return fail(classify(response, "backend"))
+            }
+            guard let json = try? JSONValue.parse(response.body), let sdp = json["sdp"]?.string else {
+                return fail(.transient("the backend's answer is not JSON with an \"sdp\" string: \(response.bodyExcerpt(120))"), .dataError)
+            }
+            voiceID = json["id"]?.string
+            answer = sdp
+        }
+        do throws(PeerError) {
+            try call.peer.setRemoteAnswer(answer, now: loop.now)
+        } catch {
+            return fail(.transient("the provider's answer is unusable: \(error)"), .dataError)
+        }
+        call.pump()
+        Log.info("session \(id): answer applied; connecting")
+    }
+
+    func fail(_ failure: SessionFailure, _ status: ExitStatus? = nil) {
+        guard !closing else { return }
+        var s = status ?? .unavailable
+        if case .unauthorized = failure { s = .config }
+        onReport(.failed(failure, s))
+    }
+
+    func event(_ e: PeerEvent) {
+        guard !closing else { return }
+        switch e {
+        case .iceStateChanged(let s):
+            Log.debug("session \(id): ICE \(s)")
+            if s == .disconnected && wasConnected { onReport(.disconnected) }
+            if s == .connected && wasConnected { onReport(.connected) }
+        case .selectedPairChanged(let p): Log.info("session \(id): path \(p)")
+        case .connected:
+            wasConnected = true
+            connectedAt = loop.now
+            Log.info("session \(id): DTLS-SRTP up")
+            onReport(.connected)
+        case .dataChannel(let d):
+            dataChannel(d)
+        case .failed(let error):
+            onReport(.failed(.transient("the call failed: \(error)"), .unavailable))
+        case .closed:
+            onReport(.ended("the provider closed the call"))
+        default: break
+        }
+    }
+
+    func dataChannel(_ e: DataChannelEvent) {
+        switch e {
+        case .connected:
+            // The offerer opens the events channel (providers expect the client to).
+            do throws(PeerError) {
+                eventsChannel = try call.peer.openChannel(label: channelLabel, now: loop.now)
+                call.pump()
+            } catch {
+                Log.warning("session \(id): cannot open the '\(channelLabel)' channel: \(error)")
+            }
+        case .opened(let channel, let label, _):
+            Log.info("session \(id): data channel '\(label)' open")
+            onReport(.channelOpened(channel: channel, label: label))
+            if channel == eventsChannel { flushQueue() }
+        case .message(let channel, let data, let isText):
+            let label = call.peer.label(of: channel) ?? String(channel)
+            if isText {
+                onReport(.message(label: label, text: String(decoding: data, as: UTF8.self), binary: nil))
+            } else {
+                onReport(.message(label: label, text: nil, binary: data))
+            }
+        case .closed(let channel):
+            if channel == eventsChannel { eventsChannel = nil }
+            onReport(.channelClosed(channel))
+        case .sendBufferLow:
+            flushQueue()
+        case .associationClosed:
+            break
+        }
+    }
+
+    /// Queues a text message for the events channel (sent now if it is open).
+    func sendEvent(_ text: String) {
+        queued.append(text)
+        flushQueue()
+    }
+
+    func flushQueue() {
+        guard let channel = eventsChannel else { return }
+        while !queued.isEmpty {
+            do throws(PeerError) {
+                try call.peer.send(channel: channel, text: queued[0], now: loop.now)
+                queued.removeFirst()
+            } catch {
+                // A full send buffer: wait for `.sendBufferLow`. Anything else is logged
+                // and the message dropped.
+                if case .dataChannel(.sendBufferFull) = error { break }
+                Log.warning("session \(id): could not send on '\(channelLabel)': \(error)")
+                queued.removeFirst()
+            }
+        }
+        call.pump()
+    }
+
+    /// Whether the route can restart ICE on this session (WHIP with an ETag).
+    var canRestartICE: Bool {
+        if case .whip = route, etag != nil, resource != nil { return true }
+        return false
+    }
+
+    /// Ends the session: provider-side close first (a DELETE for a session the peer
+    /// already saw end would be refused), then the peer's own (BYE, close_notify).
+    /// Best effort and bounded: a provider that does not answer must not keep the
+    /// device from reconnecting or ending. `done` runs once, on the loop.
+    func close(_ done: @escaping () -> Void = {}) {
+        guard !closing else { return done() }
+        closing = true
+        var closeRequest: HTTPRequest? = nil
+        switch route {
+        case .whip:
+            if let resource { closeRequest = HTTPRequest(method: "DELETE", url: resource, headers: headers(nil)) }
+        case .openai:
+            if let resource {
+                var url = resource
+                url.target = joinPath(resource.target, "hangup")
+                closeRequest = HTTPRequest(method: "POST", url: url, headers: headers(nil))
+            }
+        case .backend(let base, let chat):
+            if let voiceID {
+                var url = base
+                url.target = joinPath(base.target, "voice/\(chat)/\(voiceID)/close")
+                closeRequest = HTTPRequest(method: "POST", url: url, headers: headers("application/json"), body: Array("{}".utf8))
+            }
+        }
+        guard let closeRequest else {
+            finishClose()
+            return done()
+        }
+        http(closeRequest, .seconds(3)) { [self] result in
+            switch result {
+            case .success(let r): Log.info("session \(id): provider close \(closeRequest.method) \(r.status) \(r.bodyExcerpt(80))")
+            case .failure(let e): Log.warning("session \(id): provider close failed: \(e)")
+            }
+            finishClose()
+            done()
+        }
+    }
+
+    func finishClose() {
+        call.close()
+        call.onEvent = { _ in }
+        call.onAudio = { _ in }
+        onReport = { _ in }
+    }
+
+    /// Milliseconds from posting the offer to the first audio packet received.
+    var connectMilliseconds: Int64? {
+        guard let a = offerSentAt, let b = firstAudioAt else { return nil }
+        return (b - a).milliseconds
+    }
+}
+
+/// `Link: <stun:stun.example.net>; rel="ice-server"` (RFC 9725 §4.6) → the URIs.
+func parseICEServers(_ header: String) -> [String] {
+    var out: [String] = []
+    for part in header.split(separator: ",") {
+        let fields = part.split(separator: ";").map { String($0).trimmingSpaces }
+        guard let first = fields.first, first.hasPrefix("<"), first.hasSuffix(">") else { continue }
+        guard fields.dropFirst().contains(where: { $0.replacingQuotes == "rel=ice-server" }) else { continue }
+        out.append(String(first.dropFirst().dropLast()))
+    }
+    return out
+}
+
+extension String {
+    var trimmingSpaces: String {
+        var s = Substring(self)
+        while let c = s.first, c == " " || c == "\t" { s = s.dropFirst() }
+        while let c = s.last, c == " " || c == "\t" { s = s.dropLast() }
+        return String(s)
+    }
+
+    var replacingQuotes: String { String(filter { $0 != "\"" }) }
+}
+
+func joinPath(_ base: String, _ tail: String) -> String {
+    var b = base.split(separator: "?", maxSplits: 1, omittingEmptySubsequences: false)[0]
+    while b.hasSuffix("/") { b = b.dropLast() }
+    return String(b) + "/" + tail
+}
