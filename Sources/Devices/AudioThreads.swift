@@ -132,6 +132,9 @@ struct Pacer {
 /// Start, stop and the interruptible sleeps shared by the capture and playback threads.
 final class ThreadControl {
     let running = Atomic<Bool>(false)
+    /// Test seam: while set, the thread delivers nothing (a driver stuck in a read), so
+    /// the watchdog's reaction to a stalled audio thread can be shown.
+    let frozen = Atomic<Bool>(false)
     var thread: pthread_t? = nil
     var realtime = false
 
@@ -273,6 +276,9 @@ public final class CaptureThread<Sink: CaptureSink> {
     /// Stops the thread and waits for it (the sink gets `captureStopped` first).
     public func stop() { control.stop() }
 
+    /// Test seam: freezes (or thaws) the thread in place, as a driver stuck in `read`.
+    public func freezeForTesting(_ on: Bool) { control.frozen.store(on, ordering: .relaxed) }
+
     /// Whether the thread has ended by itself (end of a non-looping file).
     public var finished: Bool { counters.state == .finished }
 
@@ -293,6 +299,7 @@ public final class CaptureThread<Sink: CaptureSink> {
         let frames = format.periodFrames
         var pacer = Pacer(periodFrames: frames, sampleRate: format.sampleRate)
         while control.isRunning {
+            if control.frozen.load(ordering: .relaxed) { control.sleep(nanoseconds: 1_000_000); continue }
             guard let pcm else {
                 reopen(name: name, request: request)
                 continue
@@ -331,6 +338,7 @@ public final class CaptureThread<Sink: CaptureSink> {
         var offset = 0
         fileSamples.withUnsafeBytes { all in
             while control.isRunning {
+                if control.frozen.load(ordering: .relaxed) { control.sleep(nanoseconds: 1_000_000); continue }
                 if offset >= all.count {
                     if loop && all.count >= format.bytesPerFrame { offset = 0 } else {
                         counters.set(.finished)

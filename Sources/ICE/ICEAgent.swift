@@ -57,6 +57,8 @@ public struct ICEAgent<R: RandomNumberGenerator> {
     // Consent freshness (RFC 7675).
     private var lastConsent: Instant = .zero
     private var oldestUnanswered: Instant? = nil
+    /// When anything last arrived from the peer (STUN here, media through `noteInbound`).
+    private var lastInbound: Instant = .zero
     private var nextConsent: Instant? = nil
 
     /// - Parameters:
@@ -188,8 +190,12 @@ public struct ICEAgent<R: RandomNumberGenerator> {
     // MARK: - Drive
 
     /// A STUN datagram arrived on the socket bound to `local` from `from`.
+    /// Media (DTLS, SRTP) arrived: the peer is sending, no early consent check needed.
+    public mutating func noteInbound(now: Instant) { lastInbound = now }
+
     public mutating func handleInput(_ bytes: [UInt8], from: SocketAddress, local: SocketAddress, now: Instant) {
         guard state != .closed else { return }
+        lastInbound = now
         let message: STUNMessage
         do throws(ICEError) {
             message = try STUNMessage.parse(bytes)
@@ -600,6 +606,9 @@ public struct ICEAgent<R: RandomNumberGenerator> {
             setState(.failed)
             return
         }
+        if state == .connected, oldestUnanswered == nil, let probe = config.silenceProbe, now >= max(lastInbound, lastConsent) + probe {
+            nextConsent = now
+        }
         if let due = nextConsent, now >= due {
             if oldestUnanswered == nil { oldestUnanswered = now }
             sendCheck(s, useCandidate: false, consent: true, now: now)
@@ -644,6 +653,10 @@ public struct ICEAgent<R: RandomNumberGenerator> {
             if expiry < t { t = expiry }
             if state == .connected, let since = oldestUnanswered {
                 let d = since + config.disconnectedTimeout
+                if d < t { t = d }
+            }
+            if state == .connected, oldestUnanswered == nil, let probe = config.silenceProbe {
+                let d = max(lastInbound, lastConsent) + probe
                 if d < t { t = d }
             }
         }

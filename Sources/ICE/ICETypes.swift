@@ -119,6 +119,11 @@ public struct ICEConfig: Sendable {
     public var disconnectedTimeout: Duration = .seconds(3)
     /// No consent response for this long → `failed` (RFC 7675 §5.1: 30 s).
     public var consentTimeout: Duration = .seconds(30)
+    /// When nothing at all has arrived for this long on a connected agent, send a
+    /// consent check at once instead of waiting for the next one (nil: never). RFC
+    /// 7675's 5 s pace suits a stream that keeps coming; when it stops, one early check
+    /// tells within `silenceProbe + disconnectedTimeout` whether the peer is still there.
+    public var silenceProbe: Duration? = nil
     /// At most this many pairs (RFC 8445 §6.1.2.5 suggests 100).
     public var maxPairs = 100
     /// SOFTWARE to put in requests, if any.

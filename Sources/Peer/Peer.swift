@@ -307,10 +307,12 @@ public final class Peer {
             drainICE(now: now)
         case 20...63:
             guard let dtls else { stats.malformed += 1; return }
+            ice.noteInbound(now: now)
             dtlsPath = (local, from)
             dtls.handleInput(bytes, now: now)
             drainDTLS(now: now)
         case 128...191:
+            ice.noteInbound(now: now)
             receiveSRTP(bytes, now: now)
         default:
             stats.malformed += 1

@@ -179,7 +179,7 @@ final class AgentRunner {
         case .stateChanged(let state, let reason):
             stateChanged(state, reason)
         case .retryScheduled(let delay, let attempt, let failure):
-            Log.warning("attempt \(attempt) failed: \(failure); next in \(delay)")
+            Log.info("attempt \(attempt) failed; the next in \(delay.milliseconds) ms")
             log("retry", [("attempt", .number(JSONNumber(attempt))), ("delay_ms", .number(JSONNumber(Int(delay.milliseconds)))),
                           ("error", .string(failure.description))])
             if config.maxAttempts > 0 && attempt >= config.maxAttempts {

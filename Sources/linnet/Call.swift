@@ -34,6 +34,11 @@ final class Call {
         guard !bound.isEmpty else { throw .noAddresses }
         var config = PeerConfiguration(hostAddresses: bound)
         config.ice.stunServer = stun
+        // A voice call never goes quiet for long (audio or RTCP every second): 1.5 s of
+        // nothing → an early consent check, unanswered 1.5 s → disconnected, so a
+        // vanished provider is noticed within 3 s (issue 6).
+        config.ice.silenceProbe = .milliseconds(1500)
+        config.ice.disconnectedTimeout = .milliseconds(1500)
         var seed: UInt64 = 0
         do throws(DTLSError) {
             for b in try crypto.bytes(8) { seed = seed << 8 | UInt64(b) }

@@ -54,6 +54,30 @@ func connectedWorld(seed: UInt64 = 7) -> TwoAgents {
         #expect(w.a.stats.retransmissions > 0)
     }
 
+    @Test func silenceProbeNoticesAVanishedPeerWithinThreeSeconds() throws {
+        // With only consent checks as traffic (no media in this harness) and
+        // silenceProbe 1.5 s / disconnectedTimeout 1.5 s, as Linnet's calls use them.
+        var config = ICEConfig()
+        config.silenceProbe = .milliseconds(1500)
+        config.disconnectedTimeout = .milliseconds(1500)
+        var w = TwoAgents(seed: 11, configA: config, configB: config)
+        w.connectSignaling()
+        w.run(until: Instant.zero + .seconds(5)) { $0.bothConnected }
+        #expect(w.bothConnected)
+        w.run(for: .seconds(7))
+        #expect(w.bothConnected, "answered probes keep the agent connected")
+        let blackholeAt = w.now
+        w.net.blackhole = true
+        w.run(for: .seconds(5))
+        let lastArrival = try #require(w.delivered.last { $0.1.to == TwoAgents.addressA }?.0)
+        #expect(lastArrival <= blackholeAt)
+        let disconnectedAt = try #require(TwoAgents.firstTime(w.eventsA, .stateChanged(.disconnected)))
+        // Independent bound: the last packet A received, plus 1.5 s of silence, plus 1.5 s
+        // unanswered (the "within 3 s").
+        #expect(disconnectedAt <= lastArrival + .seconds(3), "disconnected \(disconnectedAt - lastArrival) after the last packet")
+        #expect(disconnectedAt > blackholeAt)
+    }
+
     @Test func respondingAgainRecoversToConnected() throws {
         var w = connectedWorld(seed: 8)
         w.run(for: .seconds(6))

@@ -1,0 +1,237 @@
+import Testing
+import Foundation
+import Glibc
+@testable import linnet
+import Platform
+import Agent
+import Devices
+import Wire
+
+/// A child process whose standard output is read line by line as it comes (blocking
+/// reads: the test waits on the process, never on a clock).
+final class LineProcess {
+    let process = Process()
+    let fd: Int32
+    var buffer: [UInt8] = []
+    var lines: [String] = []
+
+    init(_ executable: String, _ arguments: [String], environment: [String: String] = [:], stderr: String) throws {
+        process.executableURL = URL(fileURLWithPath: executable)
+        process.arguments = arguments
+        var env = ProcessInfo.processInfo.environment
+        for (k, v) in environment { env[k] = v }
+        process.environment = env
+        let out = Pipe()
+        process.standardOutput = out
+        _ = FileManager.default.createFile(atPath: stderr, contents: nil)
+        process.standardError = FileHandle(forWritingAtPath: stderr)
+        try process.run()
+        fd = out.fileHandleForReading.fileDescriptor
+    }
+
+    /// The next line, or nil at end of output.
+    func nextLine() -> String? {
+        while true {
+            if let nl = buffer.firstIndex(of: 10) {
+                let line = String(decoding: buffer[..<nl], as: UTF8.self)
+                buffer.removeSubrange(...nl)
+                lines.append(line)
+                return line
+            }
+            var chunk = [UInt8](repeating: 0, count: 4096)
+            let n = read(fd, &chunk, chunk.count)
+            if n <= 0 { return nil }
+            buffer += chunk[0..<n]
+        }
+    }
+
+    /// Reads lines until one satisfies `match` (returned), or output ends (nil).
+    func waitFor(_ match: (String) -> Bool) -> String? {
+        while let line = nextLine() { if match(line) { return line } }
+        return nil
+    }
+
+    func signal(_ s: Int32) { kill(process.processIdentifier, s) }
+
+    func stop() {
+        if process.isRunning { process.terminate() }
+        process.waitUntilExit()
+    }
+
+    deinit { if process.isRunning { process.terminate(); process.waitUntilExit() } }
+}
+
+/// `linnet answer` on a given port (0: any); returns it once READY.
+func startAnswerer(port: Int, name: String) throws -> (LineProcess, Int) {
+    let p = try LineProcess(Linnet.executable.path, ["answer", "--listen", "127.0.0.1:\(port)"], stderr: temporary("\(name).log"))
+    guard let ready = p.waitFor({ $0.hasPrefix("READY ") }), let got = Int(ready.dropFirst(6)) else {
+        throw NSError(domain: "linnet answer did not start", code: 1)
+    }
+    return (p, got)
+}
+
+func event(_ line: String) -> [String: Any]? {
+    (try? JSONSerialization.jsonObject(with: Data(line.utf8))) as? [String: Any]
+}
+
+func isState(_ line: String, _ state: String) -> Bool {
+    guard let e = event(line) else { return false }
+    return e["type"] as? String == "state" && e["state"] as? String == state
+}
+
+@Suite(.serialized) struct AgentEndToEndTests {
+    /// The answerer dies mid-call (SIGKILL: no goodbye) and comes back on the same port:
+    /// the agent notices within 3 s (consent), retries with backoff, and is connected with
+    /// audio flowing again soon after the answerer answers again.
+    @Test func answererKilledAndRestartedReconnects() throws {
+        var (answerer, port) = try startAnswerer(port: 0, name: "agent-answer-1")
+        let input = temporary("agent-tone.wav"), output = temporary("agent-out.wav")
+        defer { unlink(input); unlink(output) }
+        try WAVFile.write(input, rate: 48_000, channels: 1, bits: 16,
+                          samples: Signal.tone(440, amplitude: 0.25, seconds: 2, rate: 48_000).map { Int32($0 * 32_767) })
+        let agent = try LineProcess(Linnet.executable.path,
+                                    ["run", "--whip", "http://127.0.0.1:\(port)/whip", "--input", input, "--loop-input", "--output", output,
+                                     "--events", "-", "--stats-seconds", "1"], stderr: temporary("agent-run.log"))
+        defer { agent.stop() }
+        #expect(agent.waitFor { isState($0, "connected") } != nil)
+        // Audio flows on session 1 before the fault.
+        #expect(agent.waitFor { ($0.contains("\"stats\"") && (event($0)?["packets_received"] as? Int ?? 0) > 10) } != nil)
+        answerer.signal(SIGKILL)
+        answerer.stop()
+        let killedAt = Date()
+        #expect(agent.waitFor { isState($0, "disconnected") } != nil)
+        let detected = Date().timeIntervalSince(killedAt)
+        #expect(detected < 4.0, "disconnected \(detected) s after the answerer died (consent: within 3 s)")
+        // Back on the same port.
+        (answerer, _) = try startAnswerer(port: port, name: "agent-answer-2")
+        defer { answerer.stop() }
+        let backAt = Date()
+        #expect(agent.waitFor { isState($0, "connected") } != nil)
+        let reconnect = Date().timeIntervalSince(backAt)
+        #expect(reconnect < 2.5, "connected \(reconnect) s after the answerer was back")
+        // Audio flows on the new session: its stats show packets received.
+        let stats = agent.waitFor {
+            guard let e = event($0), e["type"] as? String == "stats" else { return false }
+            return (e["session"] as? Int ?? 1) > 1 && (e["packets_received"] as? Int ?? 0) > 10
+        }
+        #expect(stats != nil)
+        #expect(agent.lines.contains { ($0.contains("\"retry\"") || $0.contains("\"session\"")) })
+        // SIGTERM ends it cleanly: closed, exit 0.
+        agent.signal(SIGTERM)
+        #expect(agent.waitFor { isState($0, "closed") } != nil)
+        agent.process.waitUntilExit()
+        #expect(agent.process.terminationStatus == 0)
+    }
+
+    /// The backend is down when the agent starts: it backs off (growing, jittered
+    /// delays, logged as retry events) and connects once the backend comes up.
+    @Test func backendDownAtStartThenUp() throws {
+        // A free port nobody listens on (bound, read, released).
+        let s = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        var addr = sockaddr_in()
+        addr.sin_family = sa_family_t(AF_INET)
+        addr.sin_addr.s_addr = inet_addr("127.0.0.1")
+        var len = socklen_t(MemoryLayout<sockaddr_in>.size)
+        _ = withUnsafeMutablePointer(to: &addr) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(s, $0, len) } }
+        _ = withUnsafeMutablePointer(to: &addr) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(s, $0, &len) } }
+        let port = Int(UInt16(bigEndian: addr.sin_port))
+        close(s)
+        let agent = try LineProcess(Linnet.executable.path,
+                                    ["run", "--backend", "http://127.0.0.1:\(port)", "--chat", "c1", "--capture", "none", "--playback", "none",
+                                     "--events", "-"], stderr: temporary("agent-down.log"))
+        defer { agent.stop() }
+        var delays: [Int] = []
+        while delays.count < 3, let line = agent.waitFor({ $0.contains("\"retry\"") }) {
+            delays.append(event(line)?["delay_ms"] as? Int ?? -1)
+        }
+        #expect(delays.count == 3)
+        // Full jitter under a doubling ceiling: 0.5 s, 1 s, 2 s.
+        for (i, d) in delays.enumerated() { #expect(d >= 0 && d <= 500 << i, "retry \(i + 1) waited \(d) ms") }
+        #expect(agent.lines.contains { isState($0, "failed") })
+        let (answerer, _) = try startAnswerer(port: port, name: "agent-down-answer")
+        defer { answerer.stop() }
+        #expect(agent.waitFor { isState($0, "connected") } != nil)
+        agent.signal(SIGTERM)
+        agent.process.waitUntilExit()
+        #expect(agent.process.terminationStatus == 0)
+        // The backend's close route was called on the way out.
+        answerer.stop()
+        let log = (try? String(contentsOfFile: temporary("agent-down-answer.log"), encoding: .utf8)) ?? ""
+        #expect(log.contains("ended"), "answerer log: \(log.suffix(400))")
+    }
+
+    /// A 401 is a configuration problem: "check the token", a long back-off, and with
+    /// max-attempts the configuration exit status (78).
+    @Test func unauthorizedSaysCheckTheToken() throws {
+        guard let python = InteropPeer.require() else { return }
+        let peer = try InteropPeer(python: python, mode: "echo", extra: ["--token", "right"], name: "auth")
+        let token = temporary("agent-token")
+        try "wrong\n".write(toFile: token, atomically: true, encoding: .utf8)
+        defer { unlink(token) }
+        let r = try Linnet.run(["run", "--whip", "http://127.0.0.1:\(peer.port)/whip", "--token-file", token, "--max-attempts", "1",
+                                "--capture", "none", "--playback", "none"])
+        _ = try peer.stop()
+        #expect(r.status == 78, "\(r.err)")
+        #expect(r.err.contains("check the token"))
+        #expect(!r.err.contains("wrong"), "the token never appears in the log")
+    }
+}
+
+@Suite(.serialized) struct WatchdogTests {
+    /// READY and regular WATCHDOG=1 pings reach a fake NOTIFY_SOCKET while the capture
+    /// thread runs; freezing the thread (the test seam) stops them; thawing resumes them.
+    @Test func pingsStopWhenTheCaptureThreadFreezes() throws {
+        let path = temporary("notify.sock")
+        unlink(path)
+        let receiver = socket(AF_UNIX, Int32(SOCK_DGRAM.rawValue), 0)
+        defer { close(receiver); unlink(path) }
+        var addr = sockaddr_un()
+        addr.sun_family = sa_family_t(AF_UNIX)
+        withUnsafeMutableBytes(of: &addr.sun_path) { raw in path.utf8CString.withUnsafeBytes { raw.copyMemory(from: $0) } }
+        let bound = withUnsafePointer(to: &addr) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(receiver, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) } }
+        #expect(bound == 0)
+        let notifier = try #require(SystemdNotifier(socketPath: path, watchdogUSec: "200000", watchdogPID: nil))
+        #expect(notifier.watchdogInterval == .milliseconds(200))
+
+        let input = temporary("watchdog-in.wav")
+        defer { unlink(input) }
+        try WAVFile.write(input, rate: 48_000, channels: 1, bits: 16, samples: [Int32](repeating: 0, count: 4_800))
+        final class NullSink: CaptureSink, @unchecked Sendable {
+            func captureStarted(_ format: DeviceFormat) {}
+            func captureStopped(_ format: DeviceFormat) {}
+            func captured(_ samples: UnsafeRawBufferPointer, frames: Int, format: DeviceFormat, time: Instant) {}
+        }
+        let capture = try CaptureThread(input: .file(input, paced: true, loop: true), sink: NullSink())
+        try capture.start()
+        defer { capture.stop() }
+        let loop = try EventLoop()
+        let driver = WatchdogDriver(loop: loop, notifier: notifier, interval: WatchdogHealth.interval(watchdogMicroseconds: 200_000)) {
+            PipelineProgress(captureFrames: Int(capture.counters.periods.load(ordering: .relaxed)), playbackFrames: nil)
+        }
+        _ = notifier.ready()
+        driver.start()
+        // What arrives on the socket, in order, with the phase it arrived in.
+        var received: [(phase: Int, text: String)] = []
+        var phase = 0
+        loop.watch(fd: receiver) { _ in
+            var buffer = [UInt8](repeating: 0, count: 512)
+            let n = recv(receiver, &buffer, buffer.count, Int32(MSG_DONTWAIT))
+            if n > 0 { received.append((phase, String(decoding: buffer[0..<n], as: UTF8.self))) }
+        }
+        // Phase 0: 10 checks running; phase 1: frozen for 10 checks; phase 2: thawed.
+        loop.schedule(after: .seconds(1)) { phase = 1; capture.freezeForTesting(true) }
+        loop.schedule(after: .seconds(2)) { phase = 2; capture.freezeForTesting(false) }
+        loop.schedule(after: .seconds(3)) { loop.stop() }
+        try loop.run()
+        driver.stop()
+        #expect(received.first?.text == "READY=1")
+        let pings = received.filter { $0.text == "WATCHDOG=1" }
+        let running = pings.filter { $0.phase == 0 }.count, frozen = pings.filter { $0.phase == 1 }.count
+        let thawed = pings.filter { $0.phase == 2 }.count
+        #expect(running >= 3, "pings while running: \(running)")
+        // At most one ping can follow the freeze: periods delivered just before it.
+        #expect(frozen <= 1, "pings while frozen: \(frozen)")
+        #expect(thawed >= 3, "pings after thawing: \(thawed)")
+        #expect(driver.withheld == false)
+    }
+}
