@@ -125,6 +125,7 @@ public final class PCM {
     /// which `device` is looked up instead of the system's: how tests build `file`
     /// plugin devices without touching `~/.asoundrc`.
     public init(device: String, stream: PCMStream, request: PCMRequest = PCMRequest(), configuration: String? = nil) throws(ALSAError) {
+        calsa_quiet()
         var h: OpaquePointer? = nil
         var r: Int32
         if let configuration {

@@ -3,6 +3,7 @@
 // and the speaker (a playback device on its thread, a WAV file, or nothing). The loop
 // sees 20 ms frames at the pipeline rate in both directions.
 import CSystem
+import Synchronization
 import Wire
 import Platform
 import Audio

@@ -99,7 +99,13 @@ enum CLI {
             them, with the formats, rates and channels of hardware devices) and GPIO chips
             with their named lines (for --ptt).
             """, run: { args in DevicesCommand.run(args) }),
-        Command(name: "check", synopsis: "check [options]", help: "Config, devices and backend reachability, one line each.", run: nil),
+        Command(name: "check", synopsis: "check [options]", help: """
+            Checks what run would use, one line each: the config (file, LINNET_*
+            environment and flags, as run reads them), the token, the capture and playback
+            devices (opened and closed again), the push-to-talk line, the STUN server and
+            whether the provider's URL answers. Exits 0 when every line is ok, else with
+            the first failure's status. Takes run's options.
+            """, run: { args in CheckCommand.run(args) }),
         Command(name: "selftest", synopsis: "selftest", help: """
             In-process checks of every C library and core module: CRC vectors, Opus
             encode/decode of a tone (frequency checked), an SRTP round trip with tamper and
