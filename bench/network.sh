@@ -5,6 +5,9 @@
 #   call_rss_kb         peak RSS of that call
 #   dc_message_rtt_ms   one small data-channel message to the echoing answerer and back
 #   dc_throughput_kbps  8 MB of 64 KB messages echoed (each byte crosses loopback twice)
+#   reconnect_ms        answerer killed and started again: its READY → the agent connected
+#                       again with audio switched to the new session (median of 5)
+#   demo_rss_kb         peak RSS of `linnet demo` (agent and built-in answerer, 5 s call)
 # The answerer is `linnet answer` (the same binary). Usage: bench/network.sh [BINARY]
 set -euo pipefail
 top=$(cd "$(dirname "$0")/.." && pwd)
@@ -38,19 +41,19 @@ for l in open(sys.argv[1]):
 connects=()
 for i in $(seq 1 20); do
   rm -f "$work/ev.jsonl"
-  "$bin" run --whip "$url" --input "$work/tone.wav" --seconds 1 --events "$work/ev.jsonl" --log-level error
+  "$bin" run --whip "$url" --input "$work/tone.wav" --playback none --seconds 1 --events "$work/ev.jsonl" --log-level error
   connects+=("$(field "$work/ev.jsonl" connect_ms)")
 done
 median=$(printf '%s\n' "${connects[@]}" | sort -n | awk '{a[NR]=$1} END {print (NR%2 ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2)}')
 echo "BENCH connect_ms $median ms"
 
-/usr/bin/time -f "%U %S %M" -o "$work/time" "$bin" run --whip "$url" --input "$work/tone.wav" --loop-input --seconds 20 --log-level error
+/usr/bin/time -f "%U %S %M" -o "$work/time" "$bin" run --whip "$url" --input "$work/tone.wav" --loop-input --playback none --seconds 20 --log-level error
 read -r user sys rss < "$work/time"
 python3 -c "print('BENCH call_cpu_ms_per_s %.1f ms' % ((float('$user') + float('$sys')) * 1000 / 20))"
 echo "BENCH call_rss_kb $rss kB"
 
 printf '{"type":"ping"}\n' > "$work/one.txt"
-"$bin" run --whip "$url" --seconds 1 --send "$work/one.txt" --events "$work/rtt.jsonl" --log-level error
+"$bin" run --whip "$url" --capture none --playback none --seconds 1 --send "$work/one.txt" --events "$work/rtt.jsonl" --log-level error
 python3 - "$work/rtt.jsonl" <<'PY'
 import json, sys
 lines = [json.loads(l) for l in open(sys.argv[1])]
@@ -60,7 +63,7 @@ print("BENCH dc_message_rtt_ms %.1f ms" % ((echo - opened) * 1000))
 PY
 
 python3 -c "print(('m' * 65536 + '\n') * 128, end='')" > "$work/bulk.txt"
-"$bin" run --whip "$url" --seconds 20 --send "$work/bulk.txt" --events "$work/bulk.jsonl" --log-level error
+"$bin" run --whip "$url" --capture none --playback none --seconds 20 --send "$work/bulk.txt" --events "$work/bulk.jsonl" --log-level error
 python3 - "$work/bulk.jsonl" <<'PY'
 import json, sys
 lines = [json.loads(l) for l in open(sys.argv[1])]
@@ -72,3 +75,8 @@ else:
     seconds = msgs[-1]["t"] - opened
     print("BENCH dc_throughput_kbps %.0f kbit/s" % (128 * 65536 * 8 / 1000 / seconds))
 PY
+
+python3 "$top/bench/reconnect.py" "$bin" 5
+
+/usr/bin/time -f "%M" -o "$work/demo.time" "$bin" demo --seconds 5 --output "$work/demo.wav" --log-level error > /dev/null
+echo "BENCH demo_rss_kb $(cat "$work/demo.time") kB"

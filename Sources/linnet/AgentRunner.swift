@@ -100,6 +100,8 @@ final class AgentRunner {
         guard !stopping else { return }
         stopping = true
         exitStatus = status
+        // The last figures of the call, whatever the stats interval.
+        if activeSession != nil { writeStats() }
         if let reason { if status == .ok { Log.info(reason) } else { Log.error(reason) } }
         supervisor.close(now: loop.now)
         drive()

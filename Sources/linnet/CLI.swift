@@ -43,20 +43,38 @@ struct Command: Sendable {
 enum CLI {
     static let commands: [Command] = [
         Command(name: "run", synopsis: "run [options]", help: """
-            The voice agent; what systemd starts. One session with the provider:
+            The voice agent; what systemd starts. Keeps a session with the provider for as
+            long as it runs: reconnects with backoff, rolls over before the session limit,
+            pings the systemd watchdog while the audio pipeline moves. Every option is also
+            a config-file key (default /etc/linnet/linnet.conf) and a LINNET_KEY variable;
+            flags win over the environment, the environment over the file.
+              --config FILE            the config file
               --whip URL               WHIP endpoint (RFC 9725)
               --backend URL --chat ID  the app backend's voice routes
+              --openai --token-url URL OpenAI Realtime, the ephemeral key from the backend
               --token-file FILE        bearer token (default $CREDENTIALS_DIRECTORY/token)
-              --input FILE.wav         the microphone from a file (any rate, mono or stereo)
-              --loop-input             start the file again at its end
-              --output FILE.wav        what would be played, to a file (48 kHz mono)
-              --seconds N              end the session cleanly after N seconds connected
-              --events FILE            session events and data-channel messages as JSON lines ("-": stdout)
-              --events-label LABEL     the data channel opened for events (default oai-events)
-              --send FILE              text lines to send on that channel once it is open
+              --ca-file FILE           an extra CA (PEM) for a private backend
+              --capture PCM            ALSA capture device (default "default"; none: silence)
+              --playback PCM           ALSA playback device (default "default"; none)
+              --input FILE.wav         the microphone from a file (paced; --loop-input repeats it)
+              --output FILE.wav        what would be played, to a file
+              --ptt LINE --ptt-mode hold|toggle|open
+                                       push-to-talk button; space (on a terminal) and SIGUSR1
+                                       toggle talking too (or mute, with an open microphone)
+              --turn-detection ptt|vad push-to-talk turns, or the provider's voice detection
+              --instructions TEXT --voice NAME --transcription-model NAME
+              --events FILE            states, transcripts, stats, messages as JSON lines ("-": stdout)
+              --stats-seconds N        a stats line every N seconds
+              --status-file FILE       the state as JSON for a kiosk UI (default /run/linnet/status.json)
+              --seconds N              end cleanly N seconds after connecting (0: run forever)
+              --max-attempts N         give up after N failed attempts in a row (0: never)
+              --max-session-minutes N  the provider's session limit (rollover before it)
+              --send FILE              text lines to send on the events channel once open
               --stun HOST:PORT         STUN server for server-reflexive candidates
               --interfaces NAMES       comma list of interfaces to gather on
               --log-level LEVEL        error, warn, info (default) or debug
+            Hook and codec keys (rate, gain-db, agc, noise-gate, limiter, high-pass-hz,
+            bitrate, complexity, fec, dtx) are as in 'linnet help audio'.
             """, run: { args in RunCommand.run(args) }),
         Command(name: "demo", synopsis: "demo [--seconds N]", help: """
             A whole call on this machine, with no sound card and no backend: the built-in
