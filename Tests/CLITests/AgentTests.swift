@@ -160,6 +160,41 @@ func isState(_ line: String, _ state: String) -> Bool {
         #expect(log.contains("ended"), "answerer log: \(log.suffix(400))")
     }
 
+    /// Rollover: with a 10 s session limit the next session starts at 9 s (a tenth
+    /// before), audio switches to it once it is connected and only then is the old one
+    /// closed — the echo of a steady tone comes back without a gap a person would hear.
+    @Test func rolloverSwitchesSessionsWithoutAGap() throws {
+        let (answerer, port) = try startAnswerer(port: 0, name: "rollover-answer")
+        defer { answerer.stop() }
+        let input = temporary("rollover-tone.wav"), output = temporary("rollover-out.wav")
+        defer { unlink(input); unlink(output) }
+        try WAVFile.write(input, rate: 48_000, channels: 1, bits: 16,
+                          samples: Signal.tone(440, amplitude: 0.25, seconds: 2, rate: 48_000).map { Int32($0 * 32_767) })
+        let agent = try LineProcess(Linnet.executable.path,
+                                    ["run", "--whip", "http://127.0.0.1:\(port)/whip", "--input", input, "--loop-input", "--output", output,
+                                     "--events", "-", "--max-session-seconds", "10", "--seconds", "12"], stderr: temporary("rollover-run.log"))
+        defer { agent.stop() }
+        var events: [[String: Any]] = []
+        while let line = agent.nextLine() { if let e = event(line) { events.append(e) } }
+        agent.process.waitUntilExit()
+        #expect(agent.process.terminationStatus == 0)
+        let states = events.filter { $0["type"] as? String == "state" }.compactMap { $0["state"] as? String }
+        #expect(states == ["connecting", "connected", "closed"], "no state change a listener would see: \(states)")
+        let sessions = events.filter { $0["type"] as? String == "session" }
+        #expect(sessions.map { $0["reason"] as? String ?? "" } == ["initial", "rollover"])
+        let rolloverAt = sessions.last?["t"] as? Double ?? 0
+        let connectedAt = events.first { $0["type"] as? String == "state" && $0["state"] as? String == "connected" }?["t"] as? Double ?? 0
+        #expect(abs(rolloverAt - connectedAt - 9) < 0.5, "rollover \(rolloverAt - connectedAt) s after connecting")
+        let switched = events.filter { $0["type"] as? String == "audio" }.map { $0["session"] as? Int ?? 0 }
+        #expect(switched == [1, 2])
+        // Every 200 ms window of the returned audio after the first second holds the
+        // tone, the switch included (the echo is what was sent; levels within 3 dB).
+        let (_, back) = try WAVFile.read16(output)
+        let rms = 0.25 * 32_767 / 2.0.squareRoot()
+        let fraction = fractionOfWindowsWithTone(Array(back.dropFirst(48_000)), 440, rate: 48_000, rms: rms)
+        #expect(fraction > 0.95, "440 Hz in \(Int(fraction * 100)) % of windows")
+    }
+
     /// A 401 is a configuration problem: "check the token", a long back-off, and with
     /// max-attempts the configuration exit status (78).
     @Test func unauthorizedSaysCheckTheToken() throws {
