@@ -409,13 +409,25 @@ public struct HTTPResponseParser {
         self.headRequest = headRequest
     }
 
-    /// Feeds received bytes; returns the response once it is complete.
+    /// Feeds received bytes; returns the (final) response once it is complete.
     public mutating func feed(_ bytes: UnsafeRawBufferPointer) throws(HTTPError) -> HTTPResponse? {
         let head = headRequest
-        let done = try core.feed(bytes, isResponse: true) { status in
-            head || (100..<200).contains(status) || status == 204 || status == 304
+        var input = bytes
+        while true {
+            let done = try core.feed(input, isResponse: true) { status in
+                head || (100..<200).contains(status) || status == 204 || status == 304
+            }
+            guard done else { return nil }
+            let status = Int(core.startLine[1]) ?? 0
+            // RFC 9110 §15.2: a client must accept 1xx interim responses (100 Continue,
+            // 103 Early Hints) before the final one, and skip them. 101 would switch
+            // protocols, which Linnet never asks for: it is returned as final.
+            guard (100..<200).contains(status) && status != 101 else { return response() }
+            let rest = core.buffer
+            core = HTTPMessageParser(limits: core.limits)
+            core.buffer = rest
+            input = UnsafeRawBufferPointer(start: nil, count: 0)
         }
-        return done ? response() : nil
     }
 
     public mutating func feed(_ bytes: [UInt8]) throws(HTTPError) -> HTTPResponse? {

@@ -101,3 +101,18 @@ private func reference(_ y: Int, _ mo: Int, _ d: Int, _ h: Int, _ mi: Int, _ s: 
         #expect(HTTPLimits().maxHeaderBytes == 16_384 && HTTPLimits().maxBodyBytes == 1_048_576)
     }
 }
+
+@Suite struct HTTPInterimResponseTests {
+    /// RFC 9110 §15.2: 1xx responses before the final one are skipped, however split.
+    @Test(arguments: [1, 5, 1000])
+    func interimResponsesAreSkipped(step: Int) throws {
+        let text = "HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 103 Early Hints\r\nLink: </style.css>; rel=preload\r\n\r\n"
+            + "HTTP/1.1 201 Created\r\nLocation: /x\r\nContent-Length: 2\r\n\r\nok"
+        let r = try #require(try feedAll(text, splitEvery: step))
+        #expect(r.status == 201 && r.bodyText == "ok" && r.headers["Location"] == "/x" && r.headers["Link"] == nil)
+    }
+
+    @Test func onlyInterimIsTruncated() {
+        #expect(throws: HTTPError.truncated) { _ = try feedAll("HTTP/1.1 100 Continue\r\n\r\n", splitEvery: 3) }
+    }
+}
