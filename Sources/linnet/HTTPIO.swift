@@ -52,6 +52,17 @@ enum HTTPClientError: Error, CustomStringConvertible {
     /// The configured extra CA file cannot be read or holds no certificate.
     case caFile(path: String, reason: String)
 
+    /// True when retrying soon cannot help and a person must act: no or bad trust
+    /// anchors, or a refused certificate (wrong CA, host, pin, expired, or a board clock
+    /// that is not set). The session supervisor backs off long on these, like on 401/403.
+    var isConfigurationProblem: Bool {
+        switch self {
+        case .noTrustStore, .badTrustStore, .caFile: return true
+        case .tls(.certificateRejected), .tls(.invalidHostname): return true
+        default: return false
+        }
+    }
+
     var description: String {
         switch self {
         case .resolve(let f): return f.description
@@ -259,6 +270,9 @@ final class HTTPCall {
          completion: @escaping (Result<HTTPResponse, HTTPClientError>) -> Void) {
         self.client = client
         loop = client.loop
+        var request = request
+        // One request per connection: say so, so the server does not keep it open.
+        if request.headers["Connection"] == nil { request.headers.add("Connection", "close") }
         self.request = request
         self.timeout = timeout
         self.completion = completion

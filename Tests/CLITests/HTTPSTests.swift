@@ -76,7 +76,10 @@ private func response(_ status: String, headers: [String] = [], body: String = "
 private let localhostIdentity = (certificate: HTTPSFixtures.localhostCertificate, key: HTTPSFixtures.localhostKey)
 
 private func certificateProblems(_ result: Result<HTTPResponse, HTTPClientError>?) -> [CertificateProblem] {
-    if case .failure(.tls(.certificateRejected(_, let problems))) = result { return problems }
+    if case .failure(let error) = result, case .tls(.certificateRejected(_, let problems)) = error {
+        #expect(error.isConfigurationProblem)
+        return problems
+    }
     return []
 }
 
@@ -105,6 +108,7 @@ private func certificateProblems(_ result: Result<HTTPResponse, HTTPClientError>
         #expect(seen.method == "GET" && seen.target == "/v1/ping?x=1")
         #expect(seen.headers["Host"] == "localhost:\(server.port)")
         #expect(seen.headers["Authorization"] == "Bearer s3cr3t-token-value")
+        #expect(seen.headers["Connection"] == "close")
         // The trace says what happened (connect, cipher suite, status) but never the token.
         #expect(trace.count == 3)
         #expect(trace.contains { $0.contains("ECDHE") })
@@ -180,6 +184,7 @@ private func certificateProblems(_ result: Result<HTTPResponse, HTTPClientError>
             return
         }
         #expect(path == "/nonexistent/ca-certificates.crt")
+        if case .failure(let e) = result { #expect(e.isConfigurationProblem) }
         #expect(plain.accepted == 0)  // no connection made without a way to verify
         #expect((try? exchange(client, try get("http://127.0.0.1:\(plain.port)/"))?.get())?.bodyText == "plain")
         // With only a CA file (a private CA), https works without the system bundle.
@@ -279,6 +284,7 @@ private func certificateProblems(_ result: Result<HTTPResponse, HTTPClientError>
             return
         }
         #expect(d == .milliseconds(300) && phase == "waiting for the response")
+        if case .failure(let e) = result { #expect(!e.isConfigurationProblem) }
         #expect(MonotonicClock.now() - started >= .milliseconds(300))  // not before the deadline
         #expect(server.requests.count == 1)
         // The client closed its socket: the server reads end of stream, no descriptor stays.
@@ -324,7 +330,8 @@ private func certificateProblems(_ result: Result<HTTPResponse, HTTPClientError>
         var asked: [String] = []
         client.resolve = { (host: String, port: UInt16) throws(Resolver.Failure) -> [SocketAddress] in
             asked.append("\(host):\(port)")
-            return [dead, SocketAddress(ip: .loopbackV4, port: server.port)]
+            // An IPv6 address first (refused, or unreachable where there is no IPv6).
+            return [SocketAddress(ip: .loopbackV6, port: dead.port), dead, SocketAddress(ip: .loopbackV4, port: server.port)]
         }
         let ok = try #require(try? exchange(client, try get("http://signal.example:\(server.port)/"))?.get())
         #expect(ok.bodyText == "second address")
@@ -339,6 +346,28 @@ private func certificateProblems(_ result: Result<HTTPResponse, HTTPClientError>
             return
         }
         #expect(errors.count == 2 && errors.allSatisfy { $0.code == ECONNREFUSED })
+    }
+
+    /// An address that swallows SYNs (a listener whose accept queue is full) takes only
+    /// its share of the deadline; the next address still gets its turn.
+    @Test func blackHoledAddressGetsItsShareOnly() throws {
+        let server = try LoopbackHTTPServer(loop: loop, response: response("200 OK", body: "after the black hole"))
+        let hole = try TCPListener(bind: SocketAddress(ip: .loopbackV4, port: 0), backlog: 0)
+        let filler = try TCPSocket.connect(to: hole.localAddress)
+        var filled = false
+        let watch = loop.watch(fd: filler.fd, events: Int16(POLLOUT)) { _ in filled = true }
+        drive(loop) { filled }
+        loop.unwatch(watch)
+        client.resolve = { (_: String, _: UInt16) throws(Resolver.Failure) -> [SocketAddress] in
+            [hole.localAddress, SocketAddress(ip: .loopbackV4, port: server.port)]
+        }
+        let started = MonotonicClock.now()
+        let ok = try #require(try? exchange(client, try get("http://signal.example/"), timeout: .seconds(2))?.get())
+        #expect(ok.bodyText == "after the black hole")
+        // Half of the 2 s went to the first address (two addresses: equal shares).
+        #expect(MonotonicClock.now() - started >= .seconds(1))
+        #expect(loop.pendingTimers == 0)
+        _ = filler
     }
 
     @Test func systemResolverFindsLocalhost() throws {
