@@ -376,7 +376,15 @@ private func certificateProblems(_ result: Result<HTTPResponse, HTTPClientError>
         let server = try LoopbackHTTPServer(loop: loop, response: response("200 OK", body: "by name"))
         let ok = try #require(try? exchange(client, try get("http://localhost:\(server.port)/"))?.get())
         #expect(ok.bodyText == "by name")
+    }
+
+    @Test func resolverFailureIsReported() throws {
+        // Through the seam: a real lookup of a missing name would ask the network's DNS.
+        client.resolve = { (host: String, _: UInt16) throws(Resolver.Failure) -> [SocketAddress] in
+            throw .notFound(host: host, reason: "Name or service not known")
+        }
         let result = exchange(client, try get("http://no-such-host.invalid/"))
+        if case .failure(let e) = result { #expect(e.description == "cannot resolve 'no-such-host.invalid': Name or service not known") }
         guard case .failure(.resolve) = result else {
             Issue.record("expected a resolve error, got \(String(describing: result))")
             return
@@ -434,6 +442,15 @@ private func certificateProblems(_ result: Result<HTTPResponse, HTTPClientError>
         #expect(loop.pendingTimers == timersBefore)
         try loop.runOnce(maxWait: .milliseconds(10))
         #expect(completions == 0 && server.accepted == 1)
+    }
+
+    /// The one-shot form the session code calls still works for plain http.
+    @Test func exchangeStartForwardsToAClient() throws {
+        let server = try LoopbackHTTPServer(loop: loop, response: response("200 OK", body: "one-shot"))
+        var result: Result<HTTPResponse, HTTPClientError>? = nil
+        HTTPExchange.start(loop: loop, request: try get("http://127.0.0.1:\(server.port)/")) { result = $0 }
+        drive(loop) { result != nil }
+        #expect((try? result?.get())?.bodyText == "one-shot")
     }
 
     @Test func completionNeverRunsInsideSend() throws {
