@@ -149,6 +149,15 @@ private func certificateProblems(_ result: Result<HTTPResponse, HTTPClientError>
         #expect(server.requests.isEmpty)
     }
 
+    /// A known limit, pinned down: mbedtls 2.28 matches DNS names only, so an https URL
+    /// with an IP literal is refused even though the certificate lists that IP address.
+    @Test func ipLiteralIsNotMatchedAgainstIPAddressNames() throws {
+        let server = try LoopbackHTTPServer(loop: loop, tls: localhostIdentity, response: response("200 OK"))
+        let client = try HTTPClient(loop: loop, caFile: caFile, pins: [])
+        let result = exchange(client, try get("https://127.0.0.1:\(server.port)/"))
+        #expect(certificateProblems(result) == [.hostnameMismatch])
+    }
+
     @Test func expiredIsRefusedByTheRealtimeClock() throws {
         let server = try LoopbackHTTPServer(loop: loop, tls: localhostIdentity, response: response("200 OK"))
         let client = try HTTPClient(loop: loop, caFile: caFile, pins: [])
