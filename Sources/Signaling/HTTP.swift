@@ -200,10 +200,22 @@ public struct HTTPResponse: Sendable, Equatable {
 }
 
 /// Limits that keep a broken or hostile peer from making us allocate without bound.
-public struct HTTPLimits: Sendable {
-    public var maxHeaderBytes = 16 * 1024
-    public var maxBodyBytes = 1024 * 1024
-    public init() {}
+///
+/// Signaling messages are small: an SDP answer is a few KB, a JSON session answer a few
+/// more. The defaults leave an order of magnitude of headroom and still bound what one
+/// response can make a 512 MB board allocate. Both limits are checked while bytes
+/// arrive, not after: a server that streams forever is cut off at the limit.
+public struct HTTPLimits: Sendable, Equatable {
+    /// Status line + header fields (and, for chunked bodies, any one trailer line):
+    /// 16 KiB, like common servers' defaults for request headers.
+    public var maxHeaderBytes: Int
+    /// The decoded body (Content-Length, chunked, or read until close): 1 MiB.
+    public var maxBodyBytes: Int
+
+    public init(maxHeaderBytes: Int = 16 * 1024, maxBodyBytes: Int = 1024 * 1024) {
+        self.maxHeaderBytes = maxHeaderBytes
+        self.maxBodyBytes = maxBodyBytes
+    }
 }
 
 /// An incremental HTTP/1.1 message parser (sans-IO): feed it bytes as they arrive; it
@@ -301,6 +313,10 @@ struct HTTPMessageParser {
             framing = .chunked
         } else if let cl = headers["Content-Length"] {
             guard let n = Int(cl.trimmingSpaces), n >= 0 else { throw .malformed("bad Content-Length '\(cl)'") }
+            // RFC 9112 §6.3 item 5: differing Content-Length fields are unrecoverable.
+            for other in headers.values("Content-Length") where Int(other.trimmingSpaces) != n {
+                throw .malformed("conflicting Content-Length fields")
+            }
             if n > limits.maxBodyBytes { throw .bodyTooLarge(limit: limits.maxBodyBytes) }
             framing = .length(n)
         } else {
@@ -324,14 +340,24 @@ struct HTTPMessageParser {
         case .chunked:
             while !complete {
                 if trailers {
-                    guard let line = takeLine() else { return }
+                    // Trailer fields are read and dropped; one longer than the header
+                    // limit is refused rather than buffered without bound.
+                    guard let line = takeLine() else {
+                        if buffer.count > limits.maxHeaderBytes { throw .headersTooLarge(limit: limits.maxHeaderBytes) }
+                        return
+                    }
                     if line.isEmpty { complete = true }
                     continue
                 }
                 if let remaining = chunkRemaining {
                     if remaining == 0 {
                         // The CRLF after a chunk's data.
-                        guard let line = takeLine() else { return }
+                        guard let line = takeLine() else {
+                            // Two bytes without a line feed cannot be the CRLF: the chunk
+                            // ran past its size (and must not be buffered without bound).
+                            if buffer.count >= 2 { throw .malformed("chunk data longer than its size") }
+                            return
+                        }
                         guard line.isEmpty else { throw .malformed("chunk data longer than its size") }
                         chunkRemaining = nil
                         continue
@@ -383,13 +409,25 @@ public struct HTTPResponseParser {
         self.headRequest = headRequest
     }
 
-    /// Feeds received bytes; returns the response once it is complete.
+    /// Feeds received bytes; returns the (final) response once it is complete.
     public mutating func feed(_ bytes: UnsafeRawBufferPointer) throws(HTTPError) -> HTTPResponse? {
         let head = headRequest
-        let done = try core.feed(bytes, isResponse: true) { status in
-            head || (100..<200).contains(status) || status == 204 || status == 304
+        var input = bytes
+        while true {
+            let done = try core.feed(input, isResponse: true) { status in
+                head || (100..<200).contains(status) || status == 204 || status == 304
+            }
+            guard done else { return nil }
+            let status = Int(core.startLine[1]) ?? 0
+            // RFC 9110 §15.2: a client must accept 1xx interim responses (100 Continue,
+            // 103 Early Hints) before the final one, and skip them. 101 would switch
+            // protocols, which Linnet never asks for: it is returned as final.
+            guard (100..<200).contains(status) && status != 101 else { return response() }
+            let rest = core.buffer
+            core = HTTPMessageParser(limits: core.limits)
+            core.buffer = rest
+            input = UnsafeRawBufferPointer(start: nil, count: 0)
         }
-        return done ? response() : nil
     }
 
     public mutating func feed(_ bytes: [UInt8]) throws(HTTPError) -> HTTPResponse? {

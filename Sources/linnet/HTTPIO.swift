@@ -1,5 +1,29 @@
-// HTTP over TCP on the poll loop: the IO half of Signaling's sans-IO HTTP codec.
-// One request per connection (Connection: close), which is all signaling needs.
+// HTTP and HTTPS over TCP on the poll loop: the IO half of Signaling's sans-IO HTTP codec
+// and TLS client. One request per connection (Connection: close), which is all
+// signaling needs: a handful of requests per session, minutes apart.
+//
+// Design decisions:
+// - `HTTPClient` is created once (it owns the parsed CA bundle, the DRBG and the pins)
+//   and `send` starts one `HTTPCall` per request. Everything runs on the loop thread;
+//   the completion runs exactly once, on the loop, never inside `send` itself, and
+//   never after `cancel()`.
+// - One deadline covers resolve + connect + TLS handshake + request + response.
+// - Name resolution is the system's blocking getaddrinfo (`Resolver`): /etc/hosts,
+//   nsswitch, IPv4 and IPv6 all apply. It blocks the loop for the lookup; acceptable
+//   for signaling (a few lookups per session, answered from the local resolver's
+//   cache), never on the audio threads. The deadline cannot interrupt it.
+// - "Happy Eyeballs lite": the addresses are tried one after the other in resolver
+//   order (RFC 6724 order from glibc). Each attempt but the last gets an equal share
+//   of the time left, so a black-holed first address cannot eat the whole deadline.
+// - TLS verification cannot be switched off: there is no option for it. The system
+//   bundle (/etc/ssl/certs/ca-certificates.crt) plus an optional extra CA file are the
+//   trust anchors; SPKI pins are checked in addition, never instead. Certificate
+//   validity is judged against CLOCK_REALTIME read when the TLS handshake starts.
+// - Bounded memory: the codec's `HTTPLimits` (16 KiB of headers, 1 MiB of body by
+//   default) are enforced while bytes arrive.
+// - No logging of its own; an optional `log` hook receives one-line traces that carry
+//   the method, URL, peer address and timings, never header values or bodies (where the
+//   bearer token lives).
 import CSystem
 import Wire
 import Platform
@@ -7,124 +31,514 @@ import Signaling
 
 /// Why an HTTP exchange failed, worded for the log.
 enum HTTPClientError: Error, CustomStringConvertible {
+    /// getaddrinfo found no address.
     case resolve(Resolver.Failure)
-    case connect(SystemError)
+    /// Every address refused or failed: one error per address tried, in order.
+    case connect([SystemError])
+    /// The connection failed after it was established (reset, …).
     case io(SystemError)
+    /// The response is not acceptable HTTP (malformed, too large, truncated).
     case http(HTTPError)
-    case timeout(HTTPURL, Duration)
-    case tlsUnavailable(HTTPURL)
+    /// The deadline passed; `phase` says where the exchange was.
+    case timeout(HTTPURL, Duration, phase: String)
+    /// The TLS handshake or connection failed, including a refused certificate (whose
+    /// description names the problem: expired, other host, unknown CA, pin mismatch).
+    case tls(TLSError)
+    /// An https URL was used but there are no trust anchors: the system CA bundle is
+    /// missing (install `ca-certificates`) and no CA file was configured.
+    case noTrustStore(path: String)
+    /// The system CA bundle exists but could not be read or parsed.
+    case badTrustStore(path: String, reason: String)
+    /// The configured extra CA file cannot be read or holds no certificate.
+    case caFile(path: String, reason: String)
+
+    /// True when retrying soon cannot help and a person must act: no or bad trust
+    /// anchors, or a refused certificate (wrong CA, host, pin, expired, or a board clock
+    /// that is not set). The session supervisor backs off long on these, like on 401/403.
+    var isConfigurationProblem: Bool {
+        switch self {
+        case .noTrustStore, .badTrustStore, .caFile: return true
+        case .tls(.certificateRejected), .tls(.invalidHostname): return true
+        default: return false
+        }
+    }
 
     var description: String {
         switch self {
         case .resolve(let f): return f.description
-        case .connect(let e): return "cannot connect: \(e)"
+        case .connect(let errors):
+            var text = "cannot connect: "
+            for (i, e) in errors.enumerated() { text += (i == 0 ? "" : "; ") + e.description }
+            return errors.isEmpty ? "cannot connect: no address" : text
         case .io(let e): return "connection failed: \(e)"
         case .http(let e): return e.description
-        case .timeout(let url, let d): return "no answer from \(url) within \(d)"
-        case .tlsUnavailable(let url): return "\(url): https is not supported by this build yet"
+        case .timeout(let url, let d, let phase): return "no answer from \(url) within \(d) (\(phase))"
+        case .tls(let e): return e.description
+        case .noTrustStore(let path):
+            return "https needs trusted CA certificates: \(path) is missing (install ca-certificates, or set a CA file)"
+        case .badTrustStore(let path, let reason): return "cannot use the CA bundle \(path): \(reason)"
+        case .caFile(let path, let reason): return "cannot use the CA file \(path): \(reason)"
         }
     }
 }
 
-/// One request and its response on its own TCP connection.
-final class HTTPExchange {
+/// Makes HTTP(S) requests on the loop. Create one per process and keep it: it parses
+/// the CA bundle once (on the first https request) and seeds one DRBG.
+final class HTTPClient {
+    /// Debian's (and most distributions') concatenated PEM bundle of trusted CAs.
+    static let systemBundlePath = "/etc/ssl/certs/ca-certificates.crt"
+    /// The CA bundle is about 200 KB; refuse anything absurdly larger.
+    static let maxTrustFileBytes = 8 * 1024 * 1024
+
+    let loop: EventLoop
+    let pins: [SPKIPin]
+    let limits: HTTPLimits
+    let systemBundle: String
+    let caFilePath: String?
+    let caFileBytes: [UInt8]?
+    /// Parsed on first https use; cached.
+    var trust: TLSTrustStore?
+    var random: TLSRandom?
+
+    /// Receives one-line traces (connected, TLS suite, status and timings). Never
+    /// header values or bodies. Set it to `{ Log.debug($0) }` for a debug log.
+    var log: ((String) -> Void)?
+    /// Test seams: the resolver and the wall clock (Unix seconds) used for certificate
+    /// validity.
+    var resolve: (String, UInt16) throws(Resolver.Failure) -> [SocketAddress] = { (host: String, port: UInt16) throws(Resolver.Failure) -> [SocketAddress] in
+        try Resolver.resolve(host, port: port)
+    }
+    var realtime: () -> Int64 = { RealtimeClock.unixSeconds() }
+
+    /// - Parameters:
+    ///   - caFile: a PEM (or DER) file of extra CAs trusted on top of the system bundle
+    ///     (a private backend's CA). Read and checked now: a bad file is a start-up error.
+    ///   - pins: SPKI pins (RFC 7469 pin-sha256) every https server must match, on top
+    ///     of a valid chain. Empty: no pinning.
+    ///   - systemBundle: where the system CA bundle lives (tests point it elsewhere).
+    init(loop: EventLoop, caFile: String?, pins: [SPKIPin], limits: HTTPLimits = HTTPLimits(),
+         systemBundle: String = HTTPClient.systemBundlePath) throws(HTTPClientError) {
+        self.loop = loop
+        self.pins = pins
+        self.limits = limits
+        self.systemBundle = systemBundle
+        caFilePath = caFile
+        if let caFile {
+            let bytes: [UInt8]
+            do throws(SystemError) {
+                bytes = try readWholeFile(caFile, limit: Self.maxTrustFileBytes)
+            } catch {
+                throw .caFile(path: caFile, reason: error.description)
+            }
+            do throws(TLSError) {
+                _ = try TLSTrustStore(pem: bytes)
+            } catch {
+                throw .caFile(path: caFile, reason: error.description)
+            }
+            caFileBytes = bytes
+        } else {
+            caFileBytes = nil
+        }
+    }
+
+    /// A client for plain http and the system bundle only (cannot fail).
+    init(loop: EventLoop) {
+        self.loop = loop
+        pins = []
+        limits = HTTPLimits()
+        systemBundle = Self.systemBundlePath
+        caFilePath = nil
+        caFileBytes = nil
+    }
+
+    /// Starts `request`; `completion` runs once on the loop with the response (any
+    /// status: redirects and errors are the caller's to interpret) or the failure.
+    /// `timeout` bounds the whole exchange. Cancel the returned call to abandon it:
+    /// then the completion never runs and the socket and timers are released at once.
+    @discardableResult
+    func send(_ request: HTTPRequest, timeout: Duration = .seconds(10),
+              completion: @escaping (Result<HTTPResponse, HTTPClientError>) -> Void) -> HTTPCall {
+        let call = HTTPCall(client: self, request: request, timeout: timeout, completion: completion)
+        call.schedule()
+        return call
+    }
+
+    /// The trust anchors: system bundle + CA file, parsed once.
+    func trustStore() throws(HTTPClientError) -> TLSTrustStore {
+        if let trust { return trust }
+        var store: TLSTrustStore? = nil
+        var bundle: [UInt8]? = nil
+        do throws(SystemError) {
+            bundle = try readWholeFile(systemBundle, limit: Self.maxTrustFileBytes)
+        } catch {
+            // A missing bundle is fine when the CA file alone is the trust (a private CA).
+            guard error.code == ENOENT else { throw .badTrustStore(path: systemBundle, reason: error.description) }
+            guard caFileBytes != nil else { throw .noTrustStore(path: systemBundle) }
+        }
+        if let bundle {
+            do throws(TLSError) {
+                store = try TLSTrustStore(pem: bundle)
+            } catch {
+                throw .badTrustStore(path: systemBundle, reason: error.description)
+            }
+        }
+        do throws(TLSError) {
+            if let extra = caFileBytes {
+                if let store { try store.add(extra) } else { store = try TLSTrustStore(pem: extra) }
+            }
+        } catch {
+            throw .caFile(path: caFilePath ?? "", reason: error.description)
+        }
+        guard let store else { throw .noTrustStore(path: systemBundle) }
+        trust = store
+        return store
+    }
+
+    func tlsRandom() throws(HTTPClientError) -> TLSRandom {
+        if let random { return random }
+        do throws(TLSError) {
+            let r = try TLSRandom()
+            random = r
+            return r
+        } catch {
+            throw .tls(error)
+        }
+    }
+}
+
+/// Reads a whole file (a CA bundle); throws the failing call's errno.
+func readWholeFile(_ path: String, limit: Int) throws(SystemError) -> [UInt8] {
+    let fd = try sys("open \(path)") { csystem_open(path, O_RDONLY | O_CLOEXEC, 0) }
+    defer { closeDescriptor(fd) }
+    var out: [UInt8] = []
+    var buffer = [UInt8](repeating: 0, count: 16_384)
+    while true {
+        let n = try buffer.withMutableBytes { (raw: UnsafeMutableRawBufferPointer) throws(SystemError) -> Int in
+            try sys("read \(path)") { read(fd, raw.baseAddress, raw.count) }
+        }
+        if n == 0 { return out }
+        out += buffer[0..<n]
+        if out.count > limit { throw SystemError("read \(path)", code: EFBIG) }
+    }
+}
+
+/// One request in flight: resolve, connect (address after address), TLS, write the
+/// request, read the response. The handle `HTTPClient.send` returns.
+final class HTTPCall {
+    enum Phase: Equatable {
+        case waiting, connecting, handshaking, exchanging, done
+
+        var words: String {
+            switch self {
+            case .waiting: return "not started"
+            case .connecting: return "connecting"
+            case .handshaking: return "in the TLS handshake"
+            case .exchanging: return "waiting for the response"
+            case .done: return "done"
+            }
+        }
+    }
+
+    let client: HTTPClient
     let loop: EventLoop
     let request: HTTPRequest
-    let completion: (Result<HTTPResponse, HTTPClientError>) -> Void
+    let timeout: Duration
+    var completion: ((Result<HTTPResponse, HTTPClientError>) -> Void)?
+    private(set) var phase = Phase.waiting
+    var deadline = Instant.zero
+    var startedAt = Instant.zero
+
+    var addresses: [SocketAddress] = []
+    var nextAddress = 0
+    var connectErrors: [SystemError] = []
     var socket: TCPSocket?
     var source: EventLoop.SourceID?
+    /// The whole exchange's deadline; also the zero-delay start and error delivery.
     var timer: EventLoop.TimerID?
-    var pending: [UInt8]
+    /// The current connect attempt's share of the time.
+    var attemptTimer: EventLoop.TimerID?
+    var tls: TLSClient?
+    var outgoing: [UInt8] = []
     var parser: HTTPResponseParser
-    var done = false
-    var connecting = true
+    var receiveBuffer: [UInt8] = []
 
-    /// Starts the exchange; `completion` runs once, on the loop.
-    @discardableResult
-    static func start(loop: EventLoop, request: HTTPRequest, timeout: Duration = .seconds(10),
-                      completion: @escaping (Result<HTTPResponse, HTTPClientError>) -> Void) -> HTTPExchange {
-        let exchange = HTTPExchange(loop: loop, request: request, completion: completion)
-        exchange.begin(timeout: timeout)
-        return exchange
-    }
+    /// Time from start to TCP connected, and TLS handshake time (figures for logs).
+    private(set) var connectTime: Duration?
+    private(set) var handshakeTime: Duration?
 
-    init(loop: EventLoop, request: HTTPRequest, completion: @escaping (Result<HTTPResponse, HTTPClientError>) -> Void) {
-        self.loop = loop
+    init(client: HTTPClient, request: HTTPRequest, timeout: Duration,
+         completion: @escaping (Result<HTTPResponse, HTTPClientError>) -> Void) {
+        self.client = client
+        loop = client.loop
+        var request = request
+        // One request per connection: say so, so the server does not keep it open.
+        if request.headers["Connection"] == nil { request.headers.add("Connection", "close") }
         self.request = request
+        self.timeout = timeout
         self.completion = completion
-        pending = request.serialize()
-        parser = HTTPResponseParser(headRequest: request.method == "HEAD")
+        parser = HTTPResponseParser(limits: client.limits, headRequest: request.method == "HEAD")
     }
 
-    func begin(timeout: Duration) {
-        guard !request.url.secure else {
-            // Deliver asynchronously so callers see one behaviour for every failure.
-            loop.schedule(after: .zero) { self.finish(.failure(.tlsUnavailable(self.request.url))) }
-            return
+    /// Abandons the exchange: closes the socket, cancels its timers; the completion will
+    /// not run. Harmless after completion.
+    func cancel() {
+        completion = nil
+        cleanup()
+        phase = .done
+    }
+
+    /// Starts on the next turn, so the completion never runs inside `send`.
+    func schedule() {
+        startedAt = loop.now
+        deadline = startedAt + timeout
+        timer = loop.schedule(after: .zero) { [self] in self.begin() }
+    }
+
+    func begin() {
+        timer = loop.schedule(at: deadline) { [self] in
+            self.finish(.failure(.timeout(self.request.url, self.timeout, phase: self.phase.words)))
         }
-        timer = loop.schedule(after: timeout) { self.finish(.failure(.timeout(self.request.url, timeout))) }
-        let addresses: [SocketAddress]
+        if request.url.secure {
+            // Fail before any connection when there is no way to verify the server.
+            do throws(HTTPClientError) {
+                _ = try client.trustStore()
+                _ = try client.tlsRandom()
+            } catch {
+                return finish(.failure(error))
+            }
+        }
         do throws(Resolver.Failure) {
-            addresses = try Resolver.resolve(request.url.host, port: request.url.port)
+            addresses = try client.resolve(request.url.host, request.url.port)
         } catch {
-            loop.schedule(after: .zero) { self.finish(.failure(.resolve(error))) }
-            return
+            return finish(.failure(.resolve(error)))
         }
-        do throws(SystemError) {
-            let s = try TCPSocket.connect(to: addresses[0])
+        phase = .connecting
+        connectNext()
+    }
+
+    /// Tries the next address; reports all the failures when none is left.
+    func connectNext() {
+        while nextAddress < addresses.count {
+            let address = addresses[nextAddress]
+            nextAddress += 1
+            let s: TCPSocket
+            do throws(SystemError) {
+                s = try TCPSocket.connect(to: address)
+            } catch {
+                // E.g. no IPv6 route on this board: go straight to the next address.
+                connectErrors.append(error)
+                continue
+            }
             socket = s
             source = loop.watch(fd: s.fd, events: Int16(POLLOUT)) { [self] revents in self.ready(revents) }
-        } catch {
-            loop.schedule(after: .zero) { self.finish(.failure(.connect(error))) }
+            let left = addresses.count - nextAddress
+            if left > 0 {
+                let share = (deadline - loop.now) / Int64(left + 1)
+                attemptTimer = loop.schedule(after: share) { [self] in
+                    self.attemptTimer = nil
+                    self.connectFailed(SystemError("connect \(address)", code: ETIMEDOUT))
+                }
+            }
+            return
         }
+        finish(.failure(.connect(connectErrors)))
+    }
+
+    func connectFailed(_ error: SystemError) {
+        connectErrors.append(error)
+        closeSocket()
+        connectNext()
     }
 
     func ready(_ revents: Int16) {
-        guard let socket, let source, !done else { return }
-        if connecting {
+        guard let socket, phase != .done else { return }
+        if phase == .connecting {
             do throws(SystemError) {
                 try socket.finishConnect()
             } catch {
-                finish(.failure(.connect(error)))
-                return
+                return connectFailed(error)
             }
-            connecting = false
-            loop.update(source, events: Int16(POLLOUT | POLLIN))
+            if let attemptTimer { loop.cancel(attemptTimer) }
+            attemptTimer = nil
+            connectTime = loop.now - startedAt
+            client.log?("\(request.method) \(request.url): connected to \(socket.remote) in \(connectTime?.milliseconds ?? 0) ms")
+            if request.url.secure {
+                guard startTLS() else { return }
+            } else {
+                phase = .exchanging
+                outgoing = request.serialize()
+            }
         }
-        do throws(SystemError) {
-            if !pending.isEmpty {
-                let n = try pending.withBytes { (raw: UnsafeRawBufferPointer) throws(SystemError) in try socket.send(raw) }
-                pending.removeFirst(n)
-                if pending.isEmpty { loop.update(source, events: Int16(POLLIN)) }
-            }
-            guard revents & Int16(POLLIN | POLLHUP | POLLERR) != 0 else { return }
-            var buffer = [UInt8](repeating: 0, count: 16_384)
-            while !done {
-                guard let n = try buffer.withMutableBytes({ (raw: UnsafeMutableRawBufferPointer) throws(SystemError) in try socket.receive(into: raw) }) else { return }
-                if n == 0 {
-                    do throws(HTTPError) { finish(.success(try parser.finish())) } catch { finish(.failure(.http(error))) }
-                    return
-                }
-                do throws(HTTPError) {
-                    if let response = try parser.feed(Array(buffer[0..<n])) { finish(.success(response)) }
-                } catch {
-                    finish(.failure(.http(error)))
-                }
+        if revents & Int16(POLLIN | POLLHUP | POLLERR) != 0 {
+            receive()
+        }
+        // Write at once what connecting or reading produced (the request, TLS records):
+        // a send that would block takes nothing and POLLOUT brings us back.
+        if phase != .done && !outgoing.isEmpty {
+            guard flush() else { return }
+        }
+        updateInterest()
+    }
+
+    func startTLS() -> Bool {
+        let configuration: TLSClientConfiguration
+        let client: TLSClient
+        do throws(HTTPClientError) {
+            // The handshake is bounded by our own deadline; TLSClient's is set past it
+            // so the error names the whole exchange's timeout.
+            configuration = TLSClientConfiguration(
+                hostname: request.url.host, trust: try self.client.trustStore(), pins: self.client.pins,
+                validationTime: self.client.realtime(), handshakeTimeout: (deadline - loop.now) + .seconds(1))
+            let random = try self.client.tlsRandom()
+            do throws(TLSError) {
+                client = try TLSClient(configuration: configuration, random: random)
+            } catch {
+                throw HTTPClientError.tls(error)
             }
         } catch {
-            finish(.failure(.io(error)))
+            finish(.failure(error))
+            return false
+        }
+        tls = client
+        phase = .handshaking
+        client.start(now: loop.now)
+        pumpTLS()
+        return phase != .done
+    }
+
+    /// Drains the TLS client's output: records to send, plaintext to parse, the end.
+    func pumpTLS() {
+        while let tls, phase != .done {
+            switch tls.pollOutput() {
+            case .transmit(let bytes):
+                outgoing += bytes
+            case .event(.connected):
+                handshakeTime = loop.now - startedAt - (connectTime ?? .zero)
+                client.log?("\(request.method) \(request.url): \(tls.cipherSuite ?? "TLS") in \(handshakeTime?.milliseconds ?? 0) ms")
+                phase = .exchanging
+                do throws(TLSError) {
+                    try tls.send(request.serialize())
+                } catch {
+                    return finish(.failure(.tls(error)))
+                }
+            case .event(.data(let bytes)):
+                parse(bytes)
+            case .event(.closed):
+                // close_notify: a clean end, so a body delimited by the close is whole.
+                endOfStream()
+            case .event(.failed(let error)):
+                // A TCP close without close_notify (.truncated) before the message's
+                // framing ended is refused rather than risk a cut-off body.
+                finish(.failure(.tls(error)))
+            case .timeout:
+                return
+            }
         }
     }
 
+    func parse(_ bytes: [UInt8]) {
+        do throws(HTTPError) {
+            if let response = try parser.feed(bytes) { finish(.success(response)) }
+        } catch {
+            finish(.failure(.http(error)))
+        }
+    }
+
+    func endOfStream() {
+        do throws(HTTPError) {
+            finish(.success(try parser.finish()))
+        } catch {
+            finish(.failure(.http(error)))
+        }
+    }
+
+    /// Writes what the kernel takes; false when the call ended on an error.
+    func flush() -> Bool {
+        guard let socket else { return false }
+        do throws(SystemError) {
+            let n = try outgoing.withBytes { (raw: UnsafeRawBufferPointer) throws(SystemError) in try socket.send(raw) }
+            outgoing.removeFirst(n)
+            return true
+        } catch {
+            finish(.failure(.io(error)))
+            return false
+        }
+    }
+
+    func receive() {
+        if receiveBuffer.isEmpty { receiveBuffer = [UInt8](repeating: 0, count: 16_384) }
+        while phase != .done, let socket {
+            let got: Int?
+            do throws(SystemError) {
+                got = try receiveBuffer.withMutableBytes { (raw: UnsafeMutableRawBufferPointer) throws(SystemError) in try socket.receive(into: raw) }
+            } catch {
+                return finish(.failure(.io(error)))
+            }
+            guard let n = got else { return }
+            if let tls {
+                if n == 0 {
+                    tls.handleEndOfStream(now: loop.now)
+                } else {
+                    tls.handleInput(Array(receiveBuffer[0..<n]), now: loop.now)
+                }
+                pumpTLS()
+                if n == 0 { return }
+            } else if n == 0 {
+                return endOfStream()
+            } else {
+                parse(Array(receiveBuffer[0..<n]))
+            }
+        }
+    }
+
+    func updateInterest() {
+        guard phase != .done, let source else { return }
+        loop.update(source, events: Int16(POLLIN) | (outgoing.isEmpty ? 0 : Int16(POLLOUT)))
+    }
+
     func finish(_ result: Result<HTTPResponse, HTTPClientError>) {
-        guard !done else { return }
-        done = true
+        guard phase != .done else { return }
+        phase = .done
+        if case .success(let response) = result {
+            client.log?("\(request.method) \(request.url): \(response.status) in \((loop.now - startedAt).milliseconds) ms")
+        }
+        // Courtesy close_notify (RFC 5246 §7.2.1), best effort: one non-blocking write.
+        if let tls, tls.state == .connected, let socket {
+            tls.close()
+            var bytes: [UInt8] = []
+            while case .transmit(let b) = tls.pollOutput() { bytes += b }
+            _ = try? bytes.withBytes { (raw: UnsafeRawBufferPointer) throws(SystemError) in try socket.send(raw) }
+        }
+        cleanup()
+        let deliver = completion
+        completion = nil
+        deliver?(result)
+    }
+
+    func closeSocket() {
         if let source { loop.unwatch(source) }
-        if let timer { loop.cancel(timer) }
+        if let attemptTimer { loop.cancel(attemptTimer) }
         source = nil
-        timer = nil
+        attemptTimer = nil
         socket = nil
-        completion(result)
+        tls = nil
+        outgoing = []
+    }
+
+    func cleanup() {
+        closeSocket()
+        if let timer { loop.cancel(timer) }
+        timer = nil
+    }
+}
+
+/// The one-shot form the session code uses: forwards to a throwaway `HTTPClient` with
+/// the system CA bundle and no pins. Prefer one long-lived `HTTPClient`.
+enum HTTPExchange {
+    @discardableResult
+    static func start(loop: EventLoop, request: HTTPRequest, timeout: Duration = .seconds(10),
+                      completion: @escaping (Result<HTTPResponse, HTTPClientError>) -> Void) -> HTTPCall {
+        HTTPClient(loop: loop).send(request, timeout: timeout, completion: completion)
     }
 }
 

@@ -1,0 +1,13 @@
+import CSystem
+
+/// The wall clock (`CLOCK_REALTIME`), for what must be judged against calendar time:
+/// certificate validity and `Retry-After` dates. Never for timers or intervals (those use
+/// `MonotonicClock`, which a clock step cannot move).
+public enum RealtimeClock {
+    /// Seconds since 1970-01-01 00:00:00 UTC.
+    public static func unixSeconds() -> Int64 {
+        var ts = timespec()
+        clock_gettime(CLOCK_REALTIME, &ts)
+        return Int64(ts.tv_sec)
+    }
+}
