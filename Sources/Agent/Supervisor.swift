@@ -30,6 +30,9 @@ public enum SessionFailure: Sendable, Equatable, CustomStringConvertible {
     case transient(String)
     /// 401/403: the token is wrong or expired.
     case unauthorized(String)
+    /// Something only a person can fix: a certificate that does not verify, a CA file
+    /// that cannot be read. Backs off as long as `unauthorized`.
+    case configuration(String)
     /// The server asked for a pause (`Retry-After`, RFC 9110 §10.2.3).
     case retryAfter(Duration, String)
 
@@ -37,6 +40,7 @@ public enum SessionFailure: Sendable, Equatable, CustomStringConvertible {
         switch self {
         case .transient(let m): return m
         case .unauthorized(let m): return m + " (check the token)"
+        case .configuration(let m): return m
         case .retryAfter(let d, let m): return m + " (retry after \(d))"
         }
     }
@@ -322,7 +326,7 @@ public final class Supervisor {
         switch failure {
         case .transient:
             delay = fullJitter(ceiling: exponential(policy.initialBackoff, policy.maximumBackoff))
-        case .unauthorized:
+        case .unauthorized, .configuration:
             // Half fixed, half jittered: long, but a fleet does not come back in step.
             let d = exponential(policy.authBackoff, policy.maximumAuthBackoff)
             delay = d / 2 + fullJitter(ceiling: d / 2)

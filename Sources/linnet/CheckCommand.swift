@@ -79,7 +79,7 @@ enum CheckCommand {
             }
         }
         if let url = config.whip ?? config.backend ?? (config.openai ? config.tokenURL : nil) {
-            line("provider", reach(url))
+            line("provider", reach(url, config: config))
         } else {
             line("provider", .failure(CLIFailure(.config, "no route: set whip, backend (with chat) or openai (with token-url)")))
         }
@@ -104,18 +104,22 @@ enum CheckCommand {
 
     /// One request to the route's URL on a loop of its own: any HTTP answer means the
     /// server is there (a WHIP endpoint answers OPTIONS or 405; a backend 404 for /).
-    static func reach(_ url: HTTPURL) -> Result<String, CLIFailure> {
+    static func reach(_ url: HTTPURL, config: Config) -> Result<String, CLIFailure> {
         let loop: EventLoop
         do throws(SystemError) { loop = try EventLoop() } catch { return .failure(CLIFailure(.software, error.description)) }
+        let client: HTTPClient
+        do throws(HTTPClientError) { client = try HTTPClient(loop: loop, caFile: config.caFile, pins: config.pins) } catch {
+            return .failure(CLIFailure(.config, error.description))
+        }
         var result: Result<String, CLIFailure> = .failure(CLIFailure(.unavailable, "no answer"))
         let started = loop.now
-        HTTPExchange.start(loop: loop, request: HTTPRequest(method: "OPTIONS", url: url), timeout: .seconds(5)) { r in
+        client.send(HTTPRequest(method: "OPTIONS", url: url), timeout: .seconds(5)) { r in
             switch r {
             case .success(let response):
                 let ms = (loop.now - started).milliseconds
                 result = .success("\(url) answers (HTTP \(response.status) to OPTIONS in \(ms) ms)")
             case .failure(let e):
-                result = .failure(CLIFailure(.unavailable, "\(url): \(e)"))
+                result = .failure(CLIFailure(e.isConfigurationProblem ? .config : .unavailable, "\(url): \(e)"))
             }
             loop.stop()
         }

@@ -126,7 +126,7 @@ final class ProviderSession {
             guard !self.closing else { return }
             switch result {
             case .failure(let e):
-                self.fail(.transient("the token URL \(url) did not answer: \(e)"))
+                self.fail(e.isConfigurationProblem ? .configuration("the token URL \(url): \(e)") : .transient("the token URL \(url) did not answer: \(e)"))
             case .success(let r):
                 guard (200..<300).contains(r.status) else {
                     return self.fail(self.classify(r, "the token URL \(url)"))
@@ -170,7 +170,8 @@ final class ProviderSession {
             guard !self.closing else { return }
             switch result {
             case .failure(let error):
-                self.fail(.transient("the offer to \(request.url) was not answered: \(error)"))
+                self.fail(error.isConfigurationProblem ? .configuration("the offer to \(request.url): \(error)")
+                          : .transient("the offer to \(request.url) was not answered: \(error)"))
             case .success(let response):
                 if (response.status == 307 || response.status == 308), redirects > 0,
                    let location = response.headers["Location"], let next = try? request.url.resolving(location) {
@@ -189,9 +190,7 @@ final class ProviderSession {
     func classify(_ r: HTTPResponse, _ who: String) -> SessionFailure {
         let message = "\(who) answered \(r.status) \(r.reason): \(r.bodyExcerpt(120))"
         if r.status == 401 || r.status == 403 { return .unauthorized(message) }
-        if let text = r.headers["Retry-After"], let seconds = Int(text.trimmingSpaces), seconds >= 0 {
-            return .retryAfter(.seconds(Int64(min(seconds, 86_400))), message)
-        }
+        if let delay = r.retryAfter(now: RealtimeClock.unixSeconds()) { return .retryAfter(delay, message) }
         return .transient(message)
     }
 
@@ -228,7 +227,10 @@ final class ProviderSession {
     func fail(_ failure: SessionFailure, _ status: ExitStatus? = nil) {
         guard !closing else { return }
         var s = status ?? .unavailable
-        if case .unauthorized = failure { s = .config }
+        switch failure {
+        case .unauthorized, .configuration: s = .config
+        default: break
+        }
         onReport(.failed(failure, s))
     }
 

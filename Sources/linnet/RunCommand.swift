@@ -116,8 +116,15 @@ enum RunCommand {
         let audio = AudioIO(loop: loop, uplink: uplink, downlink: downlink, rate: config.rate, mute: mute, meter: meter)
         if config.effectiveTurnDetection == .ptt { mute.setMuted(true) }
 
+        // One client for the whole run: the CA bundle is parsed once, on the first https
+        // request; a CA file that cannot be used is an error now, not at the first call.
+        let client: HTTPClient
+        do throws(HTTPClientError) { client = try HTTPClient(loop: loop, caFile: config.caFile, pins: config.pins) } catch {
+            throw CLIFailure(.config, error.description)
+        }
+        client.log = { Log.debug($0) }
         let http: HTTPSend = { request, timeout, completion in
-            HTTPExchange.start(loop: loop, request: request, timeout: timeout, completion: completion)
+            client.send(request, timeout: timeout, completion: completion)
         }
         let parts = RunnerParts(route: route, token: token, http: http, identity: identity, crypto: crypto, addresses: addresses, stun: stun)
         let runner = AgentRunner(loop: loop, config: config, parts: parts, audio: audio)

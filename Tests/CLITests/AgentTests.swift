@@ -195,6 +195,60 @@ func isState(_ line: String, _ state: String) -> Bool {
         #expect(fraction > 0.95, "440 Hz in \(Int(fraction * 100)) % of windows")
     }
 
+    /// An https provider whose certificate does not verify (self-signed) is refused with
+    /// a clear reason and the configuration exit status; the same server with its CA
+    /// given as ca-file gets the offer. The TLS server is Python's ssl (OpenSSL, an
+    /// independent TLS stack).
+    @Test func selfSignedProviderIsRefused() throws {
+        let dir = temporary("tls-fixtures")
+        try? FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        try HTTPSFixtures.selfCertificate.write(toFile: dir + "/self.pem", atomically: true, encoding: .utf8)
+        try HTTPSFixtures.selfKey.write(toFile: dir + "/self.key", atomically: true, encoding: .utf8)
+        try HTTPSFixtures.localhostCertificate.write(toFile: dir + "/leaf.pem", atomically: true, encoding: .utf8)
+        try HTTPSFixtures.localhostKey.write(toFile: dir + "/leaf.key", atomically: true, encoding: .utf8)
+        try HTTPSFixtures.rootCertificate.write(toFile: dir + "/root.pem", atomically: true, encoding: .utf8)
+        func server(_ cert: String, _ key: String) throws -> (LineProcess, Int) {
+            // Python's ssl (OpenSSL): answers every request with 201 and a body that is
+            // not SDP, so a request that got through TLS is told apart by its error.
+            let script = """
+            import http.server, signal, ssl, sys
+            # The test runner's threads block SIGTERM and children inherit the mask.
+            signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGTERM})
+            class H(http.server.BaseHTTPRequestHandler):
+                def do_POST(self):
+                    self.rfile.read(int(self.headers.get('Content-Length', 0)))
+                    body = b'not an SDP answer'
+                    self.send_response(201); self.send_header('Content-Length', str(len(body))); self.end_headers(); self.wfile.write(body)
+                do_DELETE = do_POST
+                def log_message(self, *a): pass
+            s = http.server.HTTPServer(('127.0.0.1', 0), H)
+            c = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER); c.load_cert_chain(sys.argv[1], sys.argv[2])
+            s.socket = c.wrap_socket(s.socket, server_side=True)
+            print('READY', s.server_address[1], flush=True)
+            s.serve_forever()
+            """
+            let p = try LineProcess("/usr/bin/python3", ["-c", script, cert, key], stderr: temporary("tls-server.log"))
+            guard let ready = p.waitFor({ $0.hasPrefix("READY ") }), let port = Int(ready.dropFirst(6)) else {
+                throw NSError(domain: "TLS test server did not start", code: 1)
+            }
+            return (p, port)
+        }
+        let (bad, badPort) = try server(dir + "/self.pem", dir + "/self.key")
+        defer { bad.stop() }
+        let r = try Linnet.run(["run", "--whip", "https://localhost:\(badPort)/whip", "--max-attempts", "1", "--capture", "none", "--playback", "none"])
+        #expect(r.status == 78, "\(r.err)")
+        #expect(r.err.contains("not issued by a trusted CA"), "\(r.err)")
+        // Trusted through ca-file: TLS completes and the server's answer (not SDP) is
+        // what fails, as data (65), not as trust.
+        let (good, goodPort) = try server(dir + "/leaf.pem", dir + "/leaf.key")
+        defer { good.stop() }
+        let t = try Linnet.run(["run", "--whip", "https://localhost:\(goodPort)/whip", "--ca-file", dir + "/root.pem", "--max-attempts", "1",
+                                "--capture", "none", "--playback", "none"])
+        #expect(!t.err.contains("trusted CA"), "\(t.err)")
+        #expect(t.status == 65 && t.err.contains("unusable"), "\(t.err)")
+    }
+
     /// A 401 is a configuration problem: "check the token", a long back-off, and with
     /// max-attempts the configuration exit status (78).
     @Test func unauthorizedSaysCheckTheToken() throws {
