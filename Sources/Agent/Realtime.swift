@@ -126,6 +126,56 @@ public enum RealtimeEvent: Sendable, Equatable {
     case malformed(String)
 }
 
+extension RealtimeEvent: CustomStringConvertible {
+    /// One log line; the provider's text in it is escaped and capped (`TranscriptLine`).
+    public var description: String {
+        switch self {
+        case .sessionReady(let updated): return updated ? "session updated" : "session created"
+        case .transcript(let role, let text, let final, _):
+            return final ? TranscriptLine(role: role, text: text).description
+                         : escapedLine(prefix: role.rawValue + " (so far): ", text: text, maxBytes: TranscriptLine.defaultMaxBytes)
+        case .providerError(let code, let message, let clientEvent):
+            let head = "provider error" + (code.map { " " + escapedLine(prefix: "", text: $0, maxBytes: 64) } ?? "")
+                + (clientEvent.map { " (after " + $0 + ")" } ?? "") + ": "
+            return escapedLine(prefix: head, text: message, maxBytes: 400)
+        case .sessionExpired(let message): return escapedLine(prefix: "session expired: ", text: message, maxBytes: 400)
+        case .speaking(let on): return on ? "assistant speaking" : "assistant silent"
+        case .userSpeech(let on): return on ? "user speech started" : "user speech stopped"
+        case .tooShort(let sent, let held):
+            return "push-to-talk too short: \(sent) ms of audio sent in \(held), nothing committed"
+        case .malformed(let reason): return "unusable provider event: " + reason
+        }
+    }
+
+    /// The event as an `--events` line: a type and its fields (text as sent, the JSON
+    /// serializer escapes it). Partial transcripts are `final: false` lines too; a
+    /// writer that wants only "what was said" keeps the `final` ones.
+    public var eventLogEntry: (type: String, fields: [(String, JSONValue)]) {
+        switch self {
+        case .sessionReady(let updated):
+            return ("session", [("state", updated ? "updated" : "created")])
+        case .transcript(let role, let text, let final, let itemID):
+            var fields: [(String, JSONValue)] = [("role", .string(role.rawValue)), ("text", .string(text)), ("final", .bool(final))]
+            if !itemID.isEmpty { fields.append(("item", .string(itemID))) }
+            return ("transcript", fields)
+        case .providerError(let code, let message, let clientEvent):
+            var fields: [(String, JSONValue)] = [("code", code.map { JSONValue.string($0) } ?? .null), ("message", .string(message))]
+            if let clientEvent { fields.append(("after", .string(clientEvent))) }
+            return ("provider_error", fields)
+        case .sessionExpired(let message):
+            return ("session_expired", [("message", .string(message))])
+        case .speaking(let on):
+            return ("speaking", [("role", "assistant"), ("on", .bool(on))])
+        case .userSpeech(let on):
+            return ("speaking", [("role", "user"), ("on", .bool(on))])
+        case .tooShort(let sent, let held):
+            return ("ptt_too_short", [("sent_ms", JSONValue(sent)), ("held_ms", JSONValue(Int(held.milliseconds)))])
+        case .malformed(let reason):
+            return ("provider_malformed", [("reason", .string(reason))])
+        }
+    }
+}
+
 /// One step of the drive loop.
 public enum RealtimeOutput: Sendable, Equatable {
     /// A JSON text to send on `oai-events` (a text message, PPID 51).
@@ -538,52 +588,59 @@ public struct TranscriptLine: Sendable, Equatable, CustomStringConvertible {
 
     /// `role: text`, escaped and capped at `maxBytes` (at least 16) bytes of UTF-8.
     public func formatted(maxBytes: Int = TranscriptLine.defaultMaxBytes) -> String {
-        let limit = max(maxBytes, 16)
-        let head = role.rawValue + ": "
-        let pieces = trimmedScalars(text).map(escaped)
-        var total = head.utf8.count
-        for p in pieces { total += p.utf8.count }
-        var out = head
-        if total <= limit {
-            for p in pieces { out += p }
-            return out
-        }
-        // Cut between pieces, so an escape is never split, leaving room for "…" (3 bytes).
-        var used = head.utf8.count
-        for p in pieces {
-            let n = p.utf8.count
-            if used + n > limit - 3 { break }
-            out += p
-            used += n
-        }
-        return out + "…"
+        escapedLine(prefix: role.rawValue + ": ", text: text, maxBytes: maxBytes)
     }
+}
 
-    private func trimmedScalars(_ s: String) -> ArraySlice<Unicode.Scalar> {
-        let all = Array(s.unicodeScalars)
-        var lo = 0
-        var hi = all.count
-        while lo < hi, isSpace(all[lo]) { lo += 1 }
-        while hi > lo, isSpace(all[hi - 1]) { hi -= 1 }
-        return all[lo..<hi]
+/// `prefix` + `text` made safe for a line-based log, as `TranscriptLine` describes:
+/// ends trimmed, `\\` and control characters escaped, capped at `maxBytes` (at least
+/// 16) bytes of UTF-8 with `…` where cut. Also used for provider error messages, which
+/// are the peer's text too.
+func escapedLine(prefix: String, text: String, maxBytes: Int) -> String {
+    let limit = max(maxBytes, 16)
+    let pieces = trimmedScalars(text).map(escapedScalar)
+    var total = prefix.utf8.count
+    for p in pieces { total += p.utf8.count }
+    var out = prefix
+    if total <= limit {
+        for p in pieces { out += p }
+        return out
     }
-
-    private func isSpace(_ c: Unicode.Scalar) -> Bool {
-        c == " " || c == "\t" || c == "\n" || c == "\r" || c.value == 0xA0 || c.value == 0x3000
+    // Cut between pieces, so an escape is never split, leaving room for "…" (3 bytes).
+    var used = prefix.utf8.count
+    for p in pieces {
+        let n = p.utf8.count
+        if used + n > limit - 3 { break }
+        out += p
+        used += n
     }
+    return out + "…"
+}
 
-    private func escaped(_ c: Unicode.Scalar) -> String {
-        switch c {
-        case "\\": return "\\\\"
-        case "\n": return "\\n"
-        case "\r": return "\\r"
-        case "\t": return "\\t"
-        default:
-            let v = c.value
-            if v < 0x20 || (v >= 0x7F && v <= 0x9F) || v == 0x2028 || v == 0x2029 {
-                return "\\u{" + String(v, radix: 16) + "}"
-            }
-            return String(c)
+private func trimmedScalars(_ s: String) -> ArraySlice<Unicode.Scalar> {
+    let all = Array(s.unicodeScalars)
+    var lo = 0
+    var hi = all.count
+    while lo < hi, isLineSpace(all[lo]) { lo += 1 }
+    while hi > lo, isLineSpace(all[hi - 1]) { hi -= 1 }
+    return all[lo..<hi]
+}
+
+private func isLineSpace(_ c: Unicode.Scalar) -> Bool {
+    c == " " || c == "\t" || c == "\n" || c == "\r" || c.value == 0xA0 || c.value == 0x3000
+}
+
+private func escapedScalar(_ c: Unicode.Scalar) -> String {
+    switch c {
+    case "\\": return "\\\\"
+    case "\n": return "\\n"
+    case "\r": return "\\r"
+    case "\t": return "\\t"
+    default:
+        let v = c.value
+        if v < 0x20 || (v >= 0x7F && v <= 0x9F) || v == 0x2028 || v == 0x2029 {
+            return "\\u{" + String(v, radix: 16) + "}"
         }
+        return String(c)
     }
 }

@@ -675,3 +675,43 @@ private enum Fixture {
         #expect(huge.utf8.count <= TranscriptLine.defaultMaxBytes && huge.hasPrefix(#"user: x\u{1b}"#))
     }
 }
+
+// MARK: Event descriptions and event-log entries
+
+@Suite struct RealtimeEventTextTests {
+    @Test("log lines escape the provider's text")
+    func descriptions() {
+        #expect(RealtimeEvent.transcript(role: .user, text: "hello\nlinnet ", final: true, itemID: "i").description == #"user: hello\nlinnet"#)
+        #expect(RealtimeEvent.transcript(role: .assistant, text: "Hi, ", final: false, itemID: "i").description == "assistant (so far): Hi,")
+        #expect(RealtimeEvent.providerError(code: "invalid_value", message: "bad\u{1B}[2J", clientEvent: "response.cancel").description
+                == #"provider error invalid_value (after response.cancel): bad\u{1b}[2J"#)
+        #expect(RealtimeEvent.providerError(code: nil, message: "oops", clientEvent: nil).description == "provider error: oops")
+        #expect(RealtimeEvent.tooShort(sentMilliseconds: 80, held: .milliseconds(95)).description
+                == "push-to-talk too short: 80 ms of audio sent in 95.000ms, nothing committed")
+        let long = RealtimeEvent.providerError(code: "x", message: String(repeating: "m", count: 10_000), clientEvent: nil).description
+        #expect(long.utf8.count <= 400 && long.hasSuffix("…"))
+    }
+
+    @Test("event-log entries serialize to the expected JSON")
+    func entries() throws {
+        func json(_ e: RealtimeEvent) throws -> JSONValue {
+            let entry = e.eventLogEntry
+            var o = JSONObject()
+            o["type"] = .string(entry.type)
+            for (k, v) in entry.fields { o[k] = v }
+            // Through text and back, as the events file is read.
+            return try JSONValue.parse(JSONValue.object(o).serializedString())
+        }
+        let t = try json(.transcript(role: .assistant, text: "Hi \"there\"\n", final: true, itemID: "item_1"))
+        #expect(t["type"]?.string == "transcript" && t["role"]?.string == "assistant")
+        #expect(t["text"]?.string == "Hi \"there\"\n" && t["final"]?.bool == true && t["item"]?.string == "item_1")
+        let noItem = try json(.transcript(role: .user, text: "x", final: false, itemID: ""))
+        #expect(noItem["item"] == nil && noItem["final"]?.bool == false)
+        let e = try json(.providerError(code: nil, message: "m", clientEvent: "input_audio_buffer.commit"))
+        #expect(e["type"]?.string == "provider_error" && e["code"]?.isNull == true && e["after"]?.string == "input_audio_buffer.commit")
+        let s = try json(.tooShort(sentMilliseconds: 60, held: .milliseconds(75)))
+        #expect(s["sent_ms"]?.int == 60 && s["held_ms"]?.int == 75)
+        #expect(try json(.speaking(true))["on"]?.bool == true)
+        #expect(try json(.userSpeech(false))["role"]?.string == "user")
+    }
+}
