@@ -44,11 +44,12 @@
 ///   each capped at `maxTranscriptBytes`), and each delta gives a `.transcript(final:
 ///   false)` with the text so far (what a UI shows). The final line comes from the
 ///   `completed`/`done` event's `transcript` (authoritative), else from what the deltas
-///   accumulated, else from `response.done`'s output items (a relay that only forwards
-///   `response.done`, or a response cancelled mid-sentence). An item gives at most one
-///   final line; empty finals are dropped. Both event generations are read:
-///   `response.output_audio_transcript.*` (GA) and `response.audio_transcript.*` (beta),
-///   and the text-only `response.output_text.*` / `response.text.*`.
+///   accumulated, else from `response.done` (its output items' transcripts, for a relay
+///   that only forwards `response.done`; else the deltas of that response, for a
+///   response cancelled mid-sentence: the line is what was said until the cut). An item
+///   gives at most one final line; empty finals are dropped. Both event generations are
+///   read: `response.output_audio_transcript.*` (GA) and `response.audio_transcript.*`
+///   (beta), and the text-only `response.output_text.*` / `response.text.*`.
 /// - The app backend route relays the same events on its data channel; events from a
 ///   relay may lack `event_id`, `item_id` or `response_id`, which are all optional here.
 /// - Client events carry our own `event_id` (`linnet-1`, `linnet-2`, …) so an `error`
@@ -228,6 +229,8 @@ public struct RealtimeConversation: Sendable {
         var role: RealtimeRole
         var itemID: String
         var text: String
+        /// The response the deltas belong to (assistant items), when the server said.
+        var responseID: String?
     }
     private var openTranscripts: [OpenTranscript] = []
     /// Items whose final line was given (most recent last), so a later `response.done`
@@ -456,6 +459,12 @@ public struct RealtimeConversation: Sendable {
                 finish(role: .assistant, itemID: id, text: said.isEmpty ? nil : said)
             }
         }
+        // What a response said before it was cancelled or cut short, when its items'
+        // transcripts did not come with it.
+        if let id = response?["id"]?.string {
+            let pending = openTranscripts.filter { $0.role == .assistant && $0.responseID == id }
+            for t in pending { finish(role: .assistant, itemID: t.itemID, text: nil) }
+        }
         if response?["status"]?.string == "failed" {
             let error = response?["status_details"]?["error"]
             emit(.providerError(code: error?["code"]?.string ?? "response_failed",
@@ -482,7 +491,8 @@ public struct RealtimeConversation: Sendable {
             index = i
         } else {
             if openTranscripts.count >= Self.maxOpenTranscripts { openTranscripts.removeFirst() }
-            openTranscripts.append(OpenTranscript(role: role, itemID: itemID, text: ""))
+            openTranscripts.append(OpenTranscript(role: role, itemID: itemID, text: "",
+                                                  responseID: event["response_id"]?.string))
             index = openTranscripts.count - 1
         }
         let room = Self.maxTranscriptBytes - openTranscripts[index].text.utf8.count
@@ -532,14 +542,19 @@ public struct RealtimeConversation: Sendable {
     }
 
     private mutating func send(_ event: JSONValue) {
-        var event = event
         let type = event["type"]?.string ?? ""
         let id = "linnet-\(nextEventNumber)"
         nextEventNumber &+= 1
-        event["event_id"] = .string(id)
+        // `type` first, then our id, then the event's own members.
+        var object = JSONObject()
+        object["type"] = .string(type)
+        object["event_id"] = .string(id)
+        for member in event.object ?? JSONObject() where member.key != "type" {
+            object[member.key] = member.value
+        }
         if recentSent.count >= 16 { recentSent.removeFirst() }
         recentSent.append((id, type))
-        queue.append(.send(event.serializedString()))
+        queue.append(.send(JSONValue.object(object).serializedString()))
     }
 
     private mutating func emit(_ event: RealtimeEvent) {

@@ -220,6 +220,8 @@ private enum Fixture {
         // Client event ids are unique strings.
         let ids = msgs.compactMap { $0["event_id"]?.string }
         #expect(ids.count == 4 && Set(ids).count == 4)
+        // `type` leads each event (readable in logs and traces).
+        #expect(msgs.allSatisfy { $0.object?.keys.first == "type" })
         // Commit and response.create carry nothing else (a response in the session's
         // configuration).
         #expect(msgs[2].object?.keys.sorted() == ["event_id", "type"])
@@ -313,6 +315,25 @@ private enum Fixture {
         sendAudio(&c, frames: 10)
         c.release(now: at(800))
         #expect(types(try sent(drain(&c))) == ["input_audio_buffer.commit", "response.create"])
+    }
+
+    @Test("a response cut off by a press leaves its line as far as it got")
+    func cutOffLine() {
+        // OpenAIScript's order: created, started, three deltas, then our press; its
+        // cancelled response.done names a fresh, empty item, so the line comes from the
+        // deltas of that response.
+        var c = opened()
+        _ = receive(&c, Fixture.responseCreated)
+        _ = receive(&c, Fixture.audioStarted)
+        for w in Fixture.replyWords.prefix(3) { _ = receive(&c, Fixture.delta(w)) }
+        c.press(now: at(0))
+        _ = drain(&c)
+        var late = receive(&c, Fixture.responseCancelled)
+        late += receive(&c, Fixture.audioStopped)
+        late += receive(&c, Fixture.audioCleared)
+        #expect(events(late) == [.transcript(role: .assistant, text: "Hi, this is ", final: true, itemID: Fixture.replyItem)])
+        // A done for the same item later does not repeat it.
+        #expect(events(receive(&c, Fixture.done())).isEmpty)
     }
 
     @Test("press after response.done while the voice still plays: no cancel, only output clear")
