@@ -311,15 +311,32 @@ public struct RealtimeConversation: Sendable {
     /// included) toward the provider.
     public mutating func audioSent(milliseconds: Int) {
         guard isTalking, milliseconds > 0 else { return }
-        sentMilliseconds = min(sentMilliseconds &+ milliseconds, Int(Int32.max))
+        // Saturating: a caller's bad count cannot wrap it negative.
+        sentMilliseconds += min(milliseconds, Int(Int32.max) - sentMilliseconds)
     }
 
     /// A text message arrived on the channel.
     public mutating func received(text: String, now: Instant) {
+        received(utf8: Array(text.utf8), now: now)
+    }
+
+    /// A message as the data channel delivers it (`DataChannelEvent.message`): text is
+    /// parsed from its bytes, so invalid UTF-8 is refused rather than repaired; a binary
+    /// message is refused (the protocol has none).
+    public mutating func received(message: [UInt8], isText: Bool, now: Instant) {
+        if isText {
+            received(utf8: message, now: now)
+        } else {
+            lastReceived = now
+            emit(.malformed("a binary message of \(message.count) bytes (events are JSON text)"))
+        }
+    }
+
+    private mutating func received(utf8: [UInt8], now: Instant) {
         lastReceived = now
         let event: JSONValue
         do throws(JSONError) {
-            event = try JSONValue.parse(text, limits: Self.eventLimits)
+            event = try JSONValue.parse(utf8, limits: Self.eventLimits)
         } catch {
             emit(.malformed("invalid JSON: \(error.description)"))
             return
@@ -333,12 +350,6 @@ public struct RealtimeConversation: Sendable {
             return
         }
         handle(type: type, event: event)
-    }
-
-    /// A binary message arrived: the protocol has none.
-    public mutating func received(binaryCount: Int, now: Instant) {
-        lastReceived = now
-        emit(.malformed("a binary message of \(binaryCount) bytes (events are JSON text)"))
     }
 
     // MARK: session.update

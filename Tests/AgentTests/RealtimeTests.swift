@@ -648,13 +648,32 @@ private enum Fixture {
         }
     }
 
-    @Test("binary messages are reported")
-    func binary() {
+    @Test("data-channel messages: binary and invalid UTF-8 are refused, text as from a String")
+    func channelMessages() {
         var c = opened()
-        c.received(binaryCount: 12, now: t0)
-        let ev = events(drain(&c))
+        c.received(message: [1, 2, 3], isText: false, now: t0)
+        var ev = events(drain(&c))
         guard case .malformed? = ev.first else { Issue.record("no malformed event"); return }
         #expect(ev.count == 1)
+        // "é" as a lone Latin-1 byte inside the transcript.
+        var bad = Array(#"{"type":"conversation.item.input_audio_transcription.completed","item_id":"i","transcript":"caf"#.utf8)
+        bad += [0xE9, 0x22, 0x7D]
+        c.received(message: bad, isText: true, now: t0)
+        ev = events(drain(&c))
+        guard case .malformed(let reason)? = ev.first else { Issue.record("invalid UTF-8 accepted"); return }
+        #expect(reason.contains("UTF-8") && ev.count == 1)
+        c.received(message: Array(Fixture.userCompleted.utf8), isText: true, now: t0)
+        #expect(events(drain(&c)) == [.transcript(role: .user, text: "hello linnet", final: true, itemID: "item_2d3e4f5a6b7c8d9e0f1a2b3c")])
+    }
+
+    @Test("audio counts saturate")
+    func saturation() {
+        var c = opened()
+        c.press(now: t0)
+        c.audioSent(milliseconds: Int.max)
+        c.audioSent(milliseconds: Int.max)
+        c.audioSent(milliseconds: -5)
+        #expect(c.sentMilliseconds == Int(Int32.max))
     }
 }
 
