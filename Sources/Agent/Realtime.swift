@@ -125,6 +125,9 @@ public enum RealtimeEvent: Sendable, Equatable {
     case tooShort(sentMilliseconds: Int, held: Duration)
     /// A server message that could not be used; the reason names what was wrong.
     case malformed(String)
+    /// `session.updated` shows a setting other than the one we asked for (the server
+    /// or a backend kept its own); `what` says which and how.
+    case settingIgnored(String)
 }
 
 extension RealtimeEvent: CustomStringConvertible {
@@ -145,6 +148,7 @@ extension RealtimeEvent: CustomStringConvertible {
         case .tooShort(let sent, let held):
             return "push-to-talk too short: \(sent) ms of audio sent in \(held), nothing committed"
         case .malformed(let reason): return "unusable provider event: " + reason
+        case .settingIgnored(let what): return escapedLine(prefix: "provider ignored a setting: ", text: what, maxBytes: 200)
         }
     }
 
@@ -173,6 +177,8 @@ extension RealtimeEvent: CustomStringConvertible {
             return ("ptt_too_short", [("sent_ms", JSONValue(sent)), ("held_ms", JSONValue(Int(held.milliseconds)))])
         case .malformed(let reason):
             return ("provider_malformed", [("reason", .string(reason))])
+        case .settingIgnored(let what):
+            return ("setting_ignored", [("what", .string(what))])
         }
     }
 }
@@ -393,6 +399,7 @@ public struct RealtimeConversation: Sendable {
         case "session.created", "session.updated":
             isSessionReady = true
             emit(.sessionReady(updated: type == "session.updated"))
+            if type == "session.updated" { checkTurnDetection(event) }
 
         case "error":
             handleError(event)
@@ -436,6 +443,23 @@ public struct RealtimeConversation: Sendable {
 
         default:
             break  // rate_limits.updated, conversation.item.*, input_audio_buffer.committed, …
+        }
+    }
+
+    /// Push-to-talk only works with the server's turn detection off (it would commit and
+    /// answer on its own, and our commit would find the buffer empty), and VAD mode
+    /// only with it on: say so when `session.updated` shows otherwise. (Only the GA
+    /// place, `session.audio.input.turn_detection`, is read; absent says nothing.)
+    private mutating func checkTurnDetection(_ event: JSONValue) {
+        guard let td = event["session"]?["audio"]?["input"]?["turn_detection"] else { return }
+        switch settings.turnDetection {
+        case .ptt where !td.isNull:
+            let kind = utf8Prefix(td["type"]?.string ?? "set", maxBytes: 40)
+            emit(.settingIgnored("turn_detection is \(kind), push-to-talk asked for null"))
+        case .vad where td.isNull:
+            emit(.settingIgnored("turn_detection is null, VAD mode asked for server_vad"))
+        default:
+            break
         }
     }
 

@@ -4,6 +4,7 @@
 // spacing, its field order and values), written out here as fixtures; what we send is
 // parsed back with the JSON module and checked field by field.
 import Testing
+import Foundation
 import Wire
 import JSON
 @testable import Agent
@@ -156,6 +157,27 @@ private enum Fixture {
         #expect(e["session"]?["audio"]?["output"]?["voice"]?.string == "alloy")
         #expect(e["session"]?["audio"]?["input"]?["transcription"] == nil)
         #expect(e["session"]?["instructions"] == nil)
+    }
+
+    @Test("session.updated that kept the server's turn detection is reported")
+    func settingIgnored() {
+        // OpenAIScript's session.created shows server_vad: that is before our update and
+        // says nothing.
+        var c = opened()
+        #expect(events(receive(&c, Fixture.sessionCreated)) == [.sessionReady(updated: false)])
+        // A session.updated that still has it (the created session object, renamed).
+        let kept = Fixture.sessionCreated.replacingOccurrences(of: "session.created", with: "session.updated")
+        #expect(events(receive(&c, kept)) == [.sessionReady(updated: true),
+                                               .settingIgnored("turn_detection is server_vad, push-to-talk asked for null")])
+        // What OpenAIScript answers to our update (turn_detection null): fine.
+        #expect(events(receive(&c, Fixture.sessionUpdated)) == [.sessionReady(updated: true)])
+        // VAD mode with a null turn detection is reported the other way round.
+        var v = opened(RealtimeSettings(turnDetection: .vad))
+        #expect(events(receive(&v, Fixture.sessionUpdated)) == [.sessionReady(updated: true),
+                                                                 .settingIgnored("turn_detection is null, VAD mode asked for server_vad")])
+        #expect(events(receive(&v, kept)) == [.sessionReady(updated: true)])
+        // A session object without the GA audio section says nothing.
+        #expect(events(receive(&v, #"{"type":"session.updated","session":{"turn_detection":null}}"#)) == [.sessionReady(updated: true)])
     }
 
     @Test("settings from Config: the effective turn detection and the provider keys")
