@@ -22,7 +22,9 @@
 ///   to keep a margin for that.
 /// - Press while the assistant speaks: `response.cancel` only while a response is in
 ///   progress (`response.created` … `response.done`; after `response.done` the server
-///   answers a cancel with `response_cancel_not_active`), then
+///   answers a cancel with `response_cancel_not_active`) or requested (our
+///   `response.create` is sent but its `response.created` has not come back: a quick
+///   press after a release), then
 ///   `output_audio_buffer.clear` while a response is in progress or its audio is still
 ///   playing (`output_audio_buffer.started` … `stopped`/`cleared`). The state is marked
 ///   silent at once (`.speaking(false)`) so the caller can flush its playback, and late
@@ -227,6 +229,11 @@ public struct RealtimeConversation: Sendable {
     private var audioPlaying = false
     private var currentResponseID: String? = nil
     private var cancelledResponseID: String? = nil
+    /// We sent `response.create` and have not seen its `response.created` yet.
+    private var responseRequested = false
+    /// A press cancelled the requested response before it was created: the next
+    /// `response.created` is that one.
+    private var ignoreNextResponse = false
     /// A response is in progress or its audio is playing.
     public var isAssistantSpeaking: Bool { responseActive || audioPlaying }
 
@@ -289,13 +296,20 @@ public struct RealtimeConversation: Sendable {
         // The buffer holds whatever was sent since the last turn (the mute gate's
         // silence): this turn starts empty.
         send(["type": "input_audio_buffer.clear"])
-        guard isAssistantSpeaking else { return }
-        if responseActive {
+        let requested = responseRequested
+        guard isAssistantSpeaking || requested else { return }
+        if responseActive || requested {
+            // A requested response is cancelled too: the server handles our events in
+            // order, so it creates that response and then cancels it.
             send(["type": "response.cancel"])
         }
         // WebRTC only: stop the audio the server is still streaming to us.
         send(["type": "output_audio_buffer.clear"])
-        cancelledResponseID = currentResponseID
+        if responseActive || audioPlaying { cancelledResponseID = currentResponseID }
+        if requested {
+            responseRequested = false
+            ignoreNextResponse = true
+        }
         setSpeaking(response: false, audio: false)
     }
 
@@ -311,6 +325,7 @@ public struct RealtimeConversation: Sendable {
         }
         send(["type": "input_audio_buffer.commit"])
         send(["type": "response.create"])
+        responseRequested = true
     }
 
     /// The uplink sent `milliseconds` of audio (one RTP packet's worth, silence
@@ -411,6 +426,13 @@ public struct RealtimeConversation: Sendable {
 
         case "response.created":
             let id = event["response"]?["id"]?.string
+            responseRequested = false
+            if ignoreNextResponse {
+                // The response a press cancelled before the server had created it.
+                ignoreNextResponse = false
+                cancelledResponseID = id
+                return
+            }
             currentResponseID = id
             if id == nil || id != cancelledResponseID { setSpeaking(response: true, audio: audioPlaying) }
         case "response.done":
@@ -475,6 +497,11 @@ public struct RealtimeConversation: Sendable {
             clientEvent = recentSent.last(where: { $0.id == id })?.type
         }
         emit(.providerError(code: code, message: message, clientEvent: clientEvent))
+        if clientEvent == "response.create" {
+            // No response will come of it.
+            responseRequested = false
+            ignoreNextResponse = false
+        }
         if code == "session_expired" {
             emit(.sessionExpired(message: message))
         }

@@ -358,6 +358,46 @@ private enum Fixture {
         #expect(events(receive(&c, Fixture.done())).isEmpty)
     }
 
+    @Test("a press right after a release cancels the requested response before it exists")
+    func quickRepress() throws {
+        var c = opened()
+        c.press(now: at(0))
+        sendAudio(&c, frames: 10)
+        c.release(now: at(200))
+        _ = drain(&c)
+        c.press(now: at(210))  // response.created has not come back yet
+        let out = drain(&c)
+        #expect(types(try sent(out)) == ["input_audio_buffer.clear", "response.cancel", "output_audio_buffer.clear"])
+        #expect(events(out).isEmpty)  // it never spoke
+        // The server created it, then cancelled it (OpenAIScript's order): not speaking.
+        var late = receive(&c, Fixture.responseCreated)
+        late += receive(&c, Fixture.audioStarted)
+        late += receive(&c, Fixture.responseCancelled)
+        #expect(late.isEmpty && !c.isAssistantSpeaking)
+        // The next response is heard.
+        sendAudio(&c, frames: 10)
+        c.release(now: at(500))
+        _ = drain(&c)
+        #expect(events(receive(&c, #"{"type":"response.created","response":{"id":"resp_next"}}"#)) == [.speaking(true)])
+    }
+
+    @Test("a refused response.create is not waited for")
+    func refusedCreate() throws {
+        var c = opened()
+        c.press(now: at(0))
+        sendAudio(&c, frames: 10)
+        c.release(now: at(200))
+        let create = try #require(try sent(drain(&c)).last)
+        #expect(create["type"]?.string == "response.create")
+        let id = try #require(create["event_id"]?.string)
+        _ = receive(&c, Fixture.error(code: "conversation_already_has_active_response",
+                                      message: "Conversation already has an active response in progress.", clientEventID: id))
+        c.press(now: at(300))
+        #expect(types(try sent(drain(&c))) == ["input_audio_buffer.clear"])
+        // A response the server creates later (VAD, another client) is heard.
+        #expect(events(receive(&c, Fixture.responseCreated)) == [.speaking(true)])
+    }
+
     @Test("press after response.done while the voice still plays: no cancel, only output clear")
     func bargeInAfterDone() throws {
         var c = opened()
