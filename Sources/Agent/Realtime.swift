@@ -17,18 +17,21 @@
 ///   here as well; frames that are not sent (DTX) are not counted, because the server
 ///   never receives them. Only frames sent after the press count: audio sent before it
 ///   is what the press's `input_audio_buffer.clear` removes. RTP and the data channel
-///   are separate paths, so the last frames before a release may reach the server after
-///   the commit; `RealtimeSettings.minimumCommitMilliseconds` can be raised above 100
-///   to keep a margin for that.
+///   are separate paths (and the server's jitter buffer delays audio, not events), so
+///   the last frames before a release may reach the server's buffer after the commit;
+///   `RealtimeSettings.minimumCommitMilliseconds` can be raised above 100 to keep a
+///   margin: audio lagging the channel by N ms needs 100 + N (RealtimeSimulationTests).
 /// - Press while the assistant speaks: `response.cancel` only while a response is in
 ///   progress (`response.created` … `response.done`; after `response.done` the server
 ///   answers a cancel with `response_cancel_not_active`) or requested (our
 ///   `response.create` is sent but its `response.created` has not come back: a quick
-///   press after a release), then
-///   `output_audio_buffer.clear` while a response is in progress or its audio is still
-///   playing (`output_audio_buffer.started` … `stopped`/`cleared`). The state is marked
-///   silent at once (`.speaking(false)`) so the caller can flush its playback, and late
-///   `output_audio_buffer.started` events of the cancelled response are ignored.
+///   press after a release), then `output_audio_buffer.clear` while a response is in
+///   progress or its audio is still playing (`output_audio_buffer.started` …
+///   `stopped`/`cleared`). The state is marked silent at once (`.speaking(false)`) so
+///   the caller can flush its playback, and late `output_audio_buffer.started` events
+///   of the cancelled response are ignored. A cancel that crosses the server's
+///   `response.done` on the wire is still refused with `response_cancel_not_active`;
+///   that harmless error is reported like any other.
 /// - "Speaking" is `response in progress || audio playing`, so a server (or a backend
 ///   relay) that sends no `output_audio_buffer.*` events still drives it through
 ///   `response.created`/`done`.
@@ -73,6 +76,7 @@ public struct RealtimeSettings: Sendable, Equatable {
     /// Push-to-talk (`turn_detection: null`) or the server's VAD (`server_vad`).
     public var turnDetection: TurnDetection
     /// The least audio (ms, as sent) a release commits; shorter presses are `.tooShort`.
+    /// Values below 100 (the service's floor) act as 100.
     public var minimumCommitMilliseconds: Int
 
     public init(instructions: String? = nil, voice: String? = nil, transcriptionModel: String? = nil,
@@ -317,7 +321,8 @@ public struct RealtimeConversation: Sendable {
     public mutating func release(now: Instant) {
         guard settings.turnDetection == .ptt, isChannelOpen, isTalking else { return }
         isTalking = false
-        guard sentMilliseconds >= settings.minimumCommitMilliseconds else {
+        // 100 ms is the service's floor (PROTOCOLS.md); a setting can only raise it.
+        guard sentMilliseconds >= max(100, settings.minimumCommitMilliseconds) else {
             // Nothing is sent: the next press clears the buffer anyway, and the server
             // acts on nothing in it without turn detection.
             emit(.tooShort(sentMilliseconds: sentMilliseconds, held: now - pressedAt))

@@ -302,6 +302,16 @@ private enum Fixture {
         #expect(c.sentMilliseconds == 100)
     }
 
+    @Test("a lower minimum cannot go under the service's 100 ms")
+    func floor() throws {
+        var c = opened(RealtimeSettings(turnDetection: .ptt, minimumCommitMilliseconds: 20))
+        c.press(now: at(0))
+        _ = drain(&c)
+        sendAudio(&c, frames: 4)  // 80 ms
+        c.release(now: at(80))
+        #expect(events(drain(&c)) == [.tooShort(sentMilliseconds: 80, held: .milliseconds(80))])
+    }
+
     @Test("a raised minimum keeps a margin")
     func raisedMinimum() throws {
         var c = opened(RealtimeSettings(turnDetection: .ptt, minimumCommitMilliseconds: 140))
