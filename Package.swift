@@ -61,7 +61,7 @@ let package = Package(
         .testTarget(name: "SDPTests", dependencies: ["SDP", "Wire"], exclude: ["Fixtures"]),
         .testTarget(name: "ICETests", dependencies: ["ICE", "Wire"]),
         .testTarget(name: "SignalingTests", dependencies: ["Signaling", "Wire", "CMbedTLS"], exclude: ["Fixtures"]),
-        .testTarget(name: "AgentTests", dependencies: ["Agent", "Wire"]),
+        .testTarget(name: "AgentTests", dependencies: ["Agent", "Wire", "JSON"]),
         .testTarget(name: "PeerTests", dependencies: ["Peer", "ICE", "DTLS", "Wire"]),
         .testTarget(name: "JSONTests", dependencies: ["JSON", "Wire"]),
         .testTarget(name: "RTPTests", dependencies: ["RTP", "Wire"]),

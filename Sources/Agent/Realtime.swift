@@ -1,0 +1,728 @@
+/// The OpenAI Realtime conversation on the `oai-events` data channel (PROTOCOLS.md
+/// "OpenAI Realtime over WebRTC"): what the device sends to configure the session and
+/// run push-to-talk turns, and what it makes of the server's events.
+///
+/// Design decisions:
+/// - Sans-IO: inputs are method calls with `now`, outputs are queued and drained with
+///   `pollOutput()` until `.none` (ARCHITECTURE.md "Drive loop"). There is no timer, so
+///   there is no `.timeout`: the conversation never needs to be woken up.
+///   `.send(text)` is a JSON text for `oai-events`; `.event(e)` is for the log and the
+///   supervisor. Outputs come out in the order the inputs caused them.
+/// - One `RealtimeConversation` per provider session (a reconnect or a rollover makes a
+///   new one), so no state of an old session can leak into the next.
+/// - The commit rule ("a commit with less than 100 ms of audio is an error: do not send
+///   it") is measured by audio actually sent, not by how long the button was held: the
+///   caller reports each uplink frame with `audioSent(milliseconds:)`. The mute gate
+///   sends silence as frames, and the server counts those as audio too, so they count
+///   here as well; frames that are not sent (DTX) are not counted, because the server
+///   never receives them. Only frames sent after the press count: audio sent before it
+///   is what the press's `input_audio_buffer.clear` removes. RTP and the data channel
+///   are separate paths (and the server's jitter buffer delays audio, not events), so
+///   the last frames before a release may reach the server's buffer after the commit;
+///   `RealtimeSettings.minimumCommitMilliseconds` can be raised above 100 to keep a
+///   margin: audio lagging the channel by N ms needs 100 + N (RealtimeSimulationTests).
+/// - Press while the assistant speaks: `response.cancel` only while a response is in
+///   progress (`response.created` … `response.done`; after `response.done` the server
+///   answers a cancel with `response_cancel_not_active`) or requested (our
+///   `response.create` is sent but its `response.created` has not come back: a quick
+///   press after a release), then `output_audio_buffer.clear` while a response is in
+///   progress or its audio is still playing (`output_audio_buffer.started` …
+///   `stopped`/`cleared`). The state is marked silent at once (`.speaking(false)`) so
+///   the caller can flush its playback, and late `output_audio_buffer.started` events
+///   of the cancelled response are ignored. A cancel that crosses the server's
+///   `response.done` on the wire is still refused with `response_cancel_not_active`;
+///   that harmless error is reported like any other.
+/// - "Speaking" is `response in progress || audio playing`, so a server (or a backend
+///   relay) that sends no `output_audio_buffer.*` events still drives it through
+///   `response.created`/`done`.
+/// - Voice activity detection mode (`turnDetection == .vad`): the server detects turns,
+///   creates responses and interrupts itself; `press`/`release` send nothing (the
+///   caller may still use the button as a microphone mute).
+/// - Before the channel is open nothing can be sent: `press`/`release`/`audioSent` are
+///   ignored until `channelOpened`.
+/// - Server events are parsed with tight `JSONLimits` (depth 32, 1 MiB, 256 KiB strings);
+///   anything the parser refuses, a text that is not an object, a missing `type`, or a
+///   known event with a field of the wrong type becomes `.malformed(reason)`. Unknown
+///   event types (`rate_limits.updated`, `conversation.item.added`, …) are ignored, as
+///   the API adds new ones. The reason never echoes the peer's text.
+/// - Transcripts: deltas are accumulated per item (at most `maxOpenTranscripts` items,
+///   each capped at `maxTranscriptBytes`), and each delta gives a `.transcript(final:
+///   false)` with the text so far (what a UI shows). The final line comes from the
+///   `completed`/`done` event's `transcript` (authoritative), else from what the deltas
+///   accumulated, else from `response.done` (its output items' transcripts, for a relay
+///   that only forwards `response.done`; else the deltas of that response, for a
+///   response cancelled mid-sentence: the line is what was said until the cut). An item
+///   gives at most one final line; empty finals are dropped. Both event generations are
+///   read: `response.output_audio_transcript.*` (GA) and `response.audio_transcript.*`
+///   (beta), and the text-only `response.output_text.*` / `response.text.*`.
+/// - The app backend route relays the same events on its data channel; events from a
+///   relay may lack `event_id`, `item_id` or `response_id`, which are all optional here.
+/// - Client events carry our own `event_id` (`linnet-1`, `linnet-2`, …) so an `error`
+///   naming one can be reported with the client event type that caused it.
+import JSON
+import Wire
+
+// MARK: Settings
+
+/// What the device asks of the provider's session (`session.update`).
+public struct RealtimeSettings: Sendable, Equatable {
+    /// System instructions; nil leaves the server's (or the backend's) instructions.
+    public var instructions: String?
+    /// The output voice (`marin`, `alloy`, …); nil leaves the server's.
+    public var voice: String?
+    /// The input transcription model (`gpt-4o-mini-transcribe`, `whisper-1`); nil sends
+    /// no transcription setting, and the server then sends no user transcripts.
+    public var transcriptionModel: String?
+    /// Push-to-talk (`turn_detection: null`) or the server's VAD (`server_vad`).
+    public var turnDetection: TurnDetection
+    /// The least audio (ms, as sent) a release commits; shorter presses are `.tooShort`.
+    /// Values below 100 (the service's floor) act as 100.
+    public var minimumCommitMilliseconds: Int
+
+    public init(instructions: String? = nil, voice: String? = nil, transcriptionModel: String? = nil,
+                turnDetection: TurnDetection = .ptt, minimumCommitMilliseconds: Int = 100) {
+        self.instructions = instructions
+        self.voice = voice
+        self.transcriptionModel = transcriptionModel
+        self.turnDetection = turnDetection
+        self.minimumCommitMilliseconds = minimumCommitMilliseconds
+    }
+
+    /// The provider keys of `linnet run`'s config; turn detection is the effective one
+    /// (`ptt` with a button, else `vad`).
+    public init(config: Config) {
+        self.init(instructions: config.instructions, voice: config.voice,
+                  transcriptionModel: config.transcriptionModel,
+                  turnDetection: config.effectiveTurnDetection)
+    }
+}
+
+// MARK: Events and outputs
+
+/// Who said a transcript line.
+public enum RealtimeRole: String, Sendable, Equatable {
+    case user
+    case assistant
+}
+
+/// What happened in the conversation, for the log, the events file and the supervisor.
+public enum RealtimeEvent: Sendable, Equatable {
+    /// `session.created` (`updated: false`) or `session.updated` (`updated: true`).
+    case sessionReady(updated: Bool)
+    /// What was said. `final: false` carries the text so far (from deltas); `final:
+    /// true` is the one complete line of the item. `itemID` is empty when the server
+    /// (or a relay) named no item.
+    case transcript(role: RealtimeRole, text: String, final: Bool, itemID: String)
+    /// An `error` event (or a failed transcription or response): the server's code
+    /// (nil when it gave none), its message, and the type of our client event it names
+    /// (`response.cancel`), when it names one we sent.
+    case providerError(code: String?, message: String, clientEvent: String?)
+    /// The provider ended the session at its limit (error code `session_expired`);
+    /// follows the `.providerError` of the same event.
+    case sessionExpired(message: String)
+    /// The assistant started (true) or stopped (false) speaking.
+    case speaking(Bool)
+    /// The server's VAD heard the user start (true) or stop (false) speaking
+    /// (`input_audio_buffer.speech_started` / `speech_stopped`).
+    case userSpeech(Bool)
+    /// A release with less audio than `minimumCommitMilliseconds`: nothing was
+    /// committed. `sentMilliseconds` is the audio sent since the press, `held` how long
+    /// the button was down.
+    case tooShort(sentMilliseconds: Int, held: Duration)
+    /// A server message that could not be used; the reason names what was wrong.
+    case malformed(String)
+    /// `session.updated` shows a setting other than the one we asked for (the server
+    /// or a backend kept its own); `what` says which and how.
+    case settingIgnored(String)
+}
+
+extension RealtimeEvent: CustomStringConvertible {
+    /// One log line; the provider's text in it is escaped and capped (`TranscriptLine`).
+    public var description: String {
+        switch self {
+        case .sessionReady(let updated): return updated ? "session updated" : "session created"
+        case .transcript(let role, let text, let final, _):
+            return final ? TranscriptLine(role: role, text: text).description
+                         : escapedLine(prefix: role.rawValue + " (so far): ", text: text, maxBytes: TranscriptLine.defaultMaxBytes)
+        case .providerError(let code, let message, let clientEvent):
+            let head = "provider error" + (code.map { " " + escapedLine(prefix: "", text: $0, maxBytes: 64) } ?? "")
+                + (clientEvent.map { " (after " + $0 + ")" } ?? "") + ": "
+            return escapedLine(prefix: head, text: message, maxBytes: 400)
+        case .sessionExpired(let message): return escapedLine(prefix: "session expired: ", text: message, maxBytes: 400)
+        case .speaking(let on): return on ? "assistant speaking" : "assistant silent"
+        case .userSpeech(let on): return on ? "user speech started" : "user speech stopped"
+        case .tooShort(let sent, let held):
+            return "push-to-talk too short: \(sent) ms of audio sent in \(held), nothing committed"
+        case .malformed(let reason): return "unusable provider event: " + reason
+        case .settingIgnored(let what): return escapedLine(prefix: "provider ignored a setting: ", text: what, maxBytes: 200)
+        }
+    }
+
+    /// The event as an `--events` line: a type and its fields (text as sent, the JSON
+    /// serializer escapes it). Partial transcripts are `final: false` lines too; a
+    /// writer that wants only "what was said" keeps the `final` ones.
+    public var eventLogEntry: (type: String, fields: [(String, JSONValue)]) {
+        switch self {
+        case .sessionReady(let updated):
+            return ("session", [("state", updated ? "updated" : "created")])
+        case .transcript(let role, let text, let final, let itemID):
+            var fields: [(String, JSONValue)] = [("role", .string(role.rawValue)), ("text", .string(text)), ("final", .bool(final))]
+            if !itemID.isEmpty { fields.append(("item", .string(itemID))) }
+            return ("transcript", fields)
+        case .providerError(let code, let message, let clientEvent):
+            var fields: [(String, JSONValue)] = [("code", code.map { JSONValue.string($0) } ?? .null), ("message", .string(message))]
+            if let clientEvent { fields.append(("after", .string(clientEvent))) }
+            return ("provider_error", fields)
+        case .sessionExpired(let message):
+            return ("session_expired", [("message", .string(message))])
+        case .speaking(let on):
+            return ("speaking", [("role", "assistant"), ("on", .bool(on))])
+        case .userSpeech(let on):
+            return ("speaking", [("role", "user"), ("on", .bool(on))])
+        case .tooShort(let sent, let held):
+            return ("ptt_too_short", [("sent_ms", JSONValue(sent)), ("held_ms", JSONValue(Int(held.milliseconds)))])
+        case .malformed(let reason):
+            return ("provider_malformed", [("reason", .string(reason))])
+        case .settingIgnored(let what):
+            return ("setting_ignored", [("what", .string(what))])
+        }
+    }
+}
+
+/// One step of the drive loop.
+public enum RealtimeOutput: Sendable, Equatable {
+    /// A JSON text to send on `oai-events` (a text message, PPID 51).
+    case send(String)
+    case event(RealtimeEvent)
+    /// Nothing more until the next input.
+    case none
+}
+
+// MARK: The conversation
+
+/// The client side of one Realtime session's event channel.
+///
+/// Drive: call an input (`channelOpened`, `press`, `release`, `audioSent`,
+/// `received`), then drain `pollOutput()` until it returns `.none`.
+public struct RealtimeConversation: Sendable {
+    public let settings: RealtimeSettings
+
+    /// Most items with deltas but no final line kept at once; the oldest is dropped.
+    public static let maxOpenTranscripts = 8
+    /// Longest accumulated transcript of one item, in UTF-8 bytes.
+    public static let maxTranscriptBytes = 16 * 1024
+    /// Limits for server events: depth 32, 1 MiB documents, 256 KiB strings.
+    public static let eventLimits = JSONLimits(maxDepth: 32, maxBytes: 1 << 20, maxStringBytes: 256 << 10)
+
+    // Channel and session.
+    public private(set) var isChannelOpen = false
+    /// A `session.created` or `session.updated` was seen.
+    public private(set) var isSessionReady = false
+    /// When the last server message arrived.
+    public private(set) var lastReceived: Instant? = nil
+
+    // Push-to-talk.
+    /// Between a press and its release (push-to-talk mode only).
+    public private(set) var isTalking = false
+    /// Audio sent since the press, in ms.
+    public private(set) var sentMilliseconds = 0
+    private var pressedAt = Instant.zero
+
+    // The assistant.
+    private var responseActive = false
+    private var audioPlaying = false
+    private var currentResponseID: String? = nil
+    private var cancelledResponseID: String? = nil
+    /// We sent `response.create` and have not seen its `response.created` yet.
+    private var responseRequested = false
+    /// A press cancelled the requested response before it was created: the next
+    /// `response.created` is that one.
+    private var ignoreNextResponse = false
+    /// A response is in progress or its audio is playing.
+    public var isAssistantSpeaking: Bool { responseActive || audioPlaying }
+
+    // Transcripts.
+    private struct OpenTranscript {
+        var role: RealtimeRole
+        var itemID: String
+        var text: String
+        /// The response the deltas belong to (assistant items), when the server said.
+        var responseID: String?
+    }
+    private var openTranscripts: [OpenTranscript] = []
+    /// Items whose final line was given (most recent last), so a later `response.done`
+    /// does not repeat them.
+    private var finishedItems: [String] = []
+
+    // Client events we sent: (event_id, type), most recent last.
+    private var nextEventNumber = 1
+    private var recentSent: [(id: String, type: String)] = []
+
+    private var queue: [RealtimeOutput] = []
+    private var head = 0
+
+    public init(settings: RealtimeSettings) {
+        self.settings = settings
+    }
+
+    public init(config: Config) {
+        self.init(settings: RealtimeSettings(config: config))
+    }
+
+    // MARK: Drive
+
+    public mutating func pollOutput() -> RealtimeOutput {
+        guard head < queue.count else { return .none }
+        let out = queue[head]
+        head &+= 1
+        if head == queue.count {
+            queue.removeAll(keepingCapacity: true)
+            head = 0
+        }
+        return out
+    }
+
+    // MARK: Inputs
+
+    /// The `oai-events` channel is open: configure the session.
+    public mutating func channelOpened(now: Instant) {
+        guard !isChannelOpen else { return }
+        isChannelOpen = true
+        send(sessionUpdate())
+    }
+
+    /// The push-to-talk button went down (or a toggle turned talking on).
+    public mutating func press(now: Instant) {
+        guard settings.turnDetection == .ptt, isChannelOpen, !isTalking else { return }
+        isTalking = true
+        pressedAt = now
+        sentMilliseconds = 0
+        // The buffer holds whatever was sent since the last turn (the mute gate's
+        // silence): this turn starts empty.
+        send(["type": "input_audio_buffer.clear"])
+        let requested = responseRequested
+        guard isAssistantSpeaking || requested else { return }
+        if responseActive || requested {
+            // A requested response is cancelled too: the server handles our events in
+            // order, so it creates that response and then cancels it.
+            send(["type": "response.cancel"])
+        }
+        // WebRTC only: stop the audio the server is still streaming to us.
+        send(["type": "output_audio_buffer.clear"])
+        if responseActive || audioPlaying { cancelledResponseID = currentResponseID }
+        if requested {
+            responseRequested = false
+            ignoreNextResponse = true
+        }
+        setSpeaking(response: false, audio: false)
+    }
+
+    /// The push-to-talk button came up (or a toggle turned talking off).
+    public mutating func release(now: Instant) {
+        guard settings.turnDetection == .ptt, isChannelOpen, isTalking else { return }
+        isTalking = false
+        // 100 ms is the service's floor (PROTOCOLS.md); a setting can only raise it.
+        guard sentMilliseconds >= max(100, settings.minimumCommitMilliseconds) else {
+            // Nothing is sent: the next press clears the buffer anyway, and the server
+            // acts on nothing in it without turn detection.
+            emit(.tooShort(sentMilliseconds: sentMilliseconds, held: now - pressedAt))
+            return
+        }
+        send(["type": "input_audio_buffer.commit"])
+        send(["type": "response.create"])
+        responseRequested = true
+    }
+
+    /// The uplink sent `milliseconds` of audio (one RTP packet's worth, silence
+    /// included) toward the provider.
+    public mutating func audioSent(milliseconds: Int) {
+        guard isTalking, milliseconds > 0 else { return }
+        // Saturating: a caller's bad count cannot wrap it negative.
+        sentMilliseconds += min(milliseconds, Int(Int32.max) - sentMilliseconds)
+    }
+
+    /// A text message arrived on the channel.
+    public mutating func received(text: String, now: Instant) {
+        received(utf8: Array(text.utf8), now: now)
+    }
+
+    /// A message as the data channel delivers it (`DataChannelEvent.message`): text is
+    /// parsed from its bytes, so invalid UTF-8 is refused rather than repaired; a binary
+    /// message is refused (the protocol has none).
+    public mutating func received(message: [UInt8], isText: Bool, now: Instant) {
+        if isText {
+            received(utf8: message, now: now)
+        } else {
+            lastReceived = now
+            emit(.malformed("a binary message of \(message.count) bytes (events are JSON text)"))
+        }
+    }
+
+    private mutating func received(utf8: [UInt8], now: Instant) {
+        lastReceived = now
+        let event: JSONValue
+        do throws(JSONError) {
+            event = try JSONValue.parse(utf8, limits: Self.eventLimits)
+        } catch {
+            emit(.malformed("invalid JSON: \(error.description)"))
+            return
+        }
+        guard case .object = event else {
+            emit(.malformed("the event is not a JSON object"))
+            return
+        }
+        guard let type = event["type"]?.string else {
+            emit(.malformed("the event has no string 'type'"))
+            return
+        }
+        handle(type: type, event: event)
+    }
+
+    // MARK: session.update
+
+    /// The `session.update` sent on open (GA shape: `session.type` "realtime",
+    /// `audio.input.transcription.model`, `audio.input.turn_detection`,
+    /// `audio.output.voice`). Fields left nil in the settings are not sent, so the
+    /// server keeps its own (a backend may have set them when it created the session).
+    public func sessionUpdate() -> JSONValue {
+        var input = JSONObject()
+        if let model = settings.transcriptionModel {
+            input["transcription"] = ["model": .string(model)]
+        }
+        switch settings.turnDetection {
+        case .ptt:
+            // Null turns server turn detection off: turns end with our commit.
+            input["turn_detection"] = .null
+        case .vad:
+            // Stated in full rather than relying on defaults: the server commits at the
+            // end of speech, answers, and stops its answer when the user talks over it.
+            input["turn_detection"] = ["type": "server_vad", "create_response": true, "interrupt_response": true]
+        }
+        var audio = JSONObject()
+        audio["input"] = .object(input)
+        if let voice = settings.voice {
+            audio["output"] = ["voice": .string(voice)]
+        }
+        var session = JSONObject()
+        session["type"] = "realtime"
+        if let instructions = settings.instructions {
+            session["instructions"] = .string(instructions)
+        }
+        session["audio"] = .object(audio)
+        return ["type": "session.update", "session": .object(session)]
+    }
+
+    // MARK: Server events
+
+    private mutating func handle(type: String, event: JSONValue) {
+        switch type {
+        case "session.created", "session.updated":
+            isSessionReady = true
+            emit(.sessionReady(updated: type == "session.updated"))
+            if type == "session.updated" { checkTurnDetection(event) }
+
+        case "error":
+            handleError(event)
+
+        case "input_audio_buffer.speech_started":
+            emit(.userSpeech(true))
+        case "input_audio_buffer.speech_stopped":
+            emit(.userSpeech(false))
+
+        case "response.created":
+            let id = event["response"]?["id"]?.string
+            responseRequested = false
+            if ignoreNextResponse {
+                // The response a press cancelled before the server had created it.
+                ignoreNextResponse = false
+                cancelledResponseID = id
+                return
+            }
+            currentResponseID = id
+            if id == nil || id != cancelledResponseID { setSpeaking(response: true, audio: audioPlaying) }
+        case "response.done":
+            handleResponseDone(event)
+        case "output_audio_buffer.started":
+            let id = event["response_id"]?.string
+            if id != nil && id == cancelledResponseID { return }  // late, we already stopped it
+            setSpeaking(response: responseActive, audio: true)
+        case "output_audio_buffer.stopped", "output_audio_buffer.cleared":
+            setSpeaking(response: responseActive, audio: false)
+
+        case "conversation.item.input_audio_transcription.delta":
+            transcriptDelta(event, role: .user, type: type, field: "delta")
+        case "conversation.item.input_audio_transcription.completed":
+            transcriptDone(event, role: .user, type: type, field: "transcript")
+        case "conversation.item.input_audio_transcription.failed":
+            let error = event["error"]
+            emit(.providerError(code: error?["code"]?.string ?? "transcription_failed",
+                                message: error?["message"]?.string ?? "input transcription failed",
+                                clientEvent: nil))
+
+        case "response.output_audio_transcript.delta", "response.audio_transcript.delta":
+            transcriptDelta(event, role: .assistant, type: type, field: "delta")
+        case "response.output_audio_transcript.done", "response.audio_transcript.done":
+            transcriptDone(event, role: .assistant, type: type, field: "transcript")
+        case "response.output_text.delta", "response.text.delta":
+            transcriptDelta(event, role: .assistant, type: type, field: "delta")
+        case "response.output_text.done", "response.text.done":
+            transcriptDone(event, role: .assistant, type: type, field: "text")
+
+        default:
+            break  // rate_limits.updated, conversation.item.*, input_audio_buffer.committed, …
+        }
+    }
+
+    /// Push-to-talk only works with the server's turn detection off (it would commit and
+    /// answer on its own, and our commit would find the buffer empty), and VAD mode
+    /// only with it on: say so when `session.updated` shows otherwise. (Only the GA
+    /// place, `session.audio.input.turn_detection`, is read; absent says nothing.)
+    private mutating func checkTurnDetection(_ event: JSONValue) {
+        guard let td = event["session"]?["audio"]?["input"]?["turn_detection"] else { return }
+        switch settings.turnDetection {
+        case .ptt where !td.isNull:
+            let kind = utf8Prefix(td["type"]?.string ?? "set", maxBytes: 40)
+            emit(.settingIgnored("turn_detection is \(kind), push-to-talk asked for null"))
+        case .vad where td.isNull:
+            emit(.settingIgnored("turn_detection is null, VAD mode asked for server_vad"))
+        default:
+            break
+        }
+    }
+
+    private mutating func handleError(_ event: JSONValue) {
+        guard let error = event["error"], case .object = error else {
+            emit(.malformed("error: no 'error' object"))
+            return
+        }
+        let code = error["code"]?.string
+        let message = error["message"]?.string ?? ""
+        var clientEvent: String? = nil
+        if let id = error["event_id"]?.string {
+            clientEvent = recentSent.last(where: { $0.id == id })?.type
+        }
+        emit(.providerError(code: code, message: message, clientEvent: clientEvent))
+        if clientEvent == "response.create" {
+            // No response will come of it.
+            responseRequested = false
+            ignoreNextResponse = false
+        }
+        if code == "session_expired" {
+            emit(.sessionExpired(message: message))
+        }
+    }
+
+    private mutating func handleResponseDone(_ event: JSONValue) {
+        let response = event["response"]
+        // Finish what the response said (a relay forwarding only response.done, or a
+        // response cancelled before its transcript's done event).
+        if let output = response?["output"]?.array {
+            for item in output {
+                guard item["role"]?.string == "assistant", let id = item["id"]?.string else { continue }
+                var said = ""
+                for part in item["content"]?.array ?? [] {
+                    if let t = part["transcript"]?.string ?? part["text"]?.string { said += t }
+                }
+                finish(role: .assistant, itemID: id, text: said.isEmpty ? nil : said)
+            }
+        }
+        // What a response said before it was cancelled or cut short, when its items'
+        // transcripts did not come with it.
+        if let id = response?["id"]?.string {
+            let pending = openTranscripts.filter { $0.role == .assistant && $0.responseID == id }
+            for t in pending { finish(role: .assistant, itemID: t.itemID, text: nil) }
+        }
+        if response?["status"]?.string == "failed" {
+            let error = response?["status_details"]?["error"]
+            emit(.providerError(code: error?["code"]?.string ?? "response_failed",
+                                message: error?["message"]?.string ?? "the response failed", clientEvent: nil))
+        }
+        let id = response?["id"]?.string
+        // A done for an older response than the current one leaves the current one on.
+        if id == nil || currentResponseID == nil || id == currentResponseID {
+            setSpeaking(response: false, audio: audioPlaying)
+        }
+    }
+
+    // MARK: Transcripts
+
+    private mutating func transcriptDelta(_ event: JSONValue, role: RealtimeRole, type: String, field: String) {
+        guard let delta = event[field]?.string else {
+            emit(.malformed("\(type): no string '\(field)'"))
+            return
+        }
+        let itemID = event["item_id"]?.string ?? ""
+        if finishedItems.contains(itemID) && !itemID.isEmpty { return }
+        let index: Int
+        if let i = openTranscripts.firstIndex(where: { $0.role == role && $0.itemID == itemID }) {
+            index = i
+        } else {
+            if openTranscripts.count >= Self.maxOpenTranscripts { openTranscripts.removeFirst() }
+            openTranscripts.append(OpenTranscript(role: role, itemID: itemID, text: "",
+                                                  responseID: event["response_id"]?.string))
+            index = openTranscripts.count - 1
+        }
+        let room = Self.maxTranscriptBytes - openTranscripts[index].text.utf8.count
+        let piece = utf8Prefix(delta, maxBytes: room)
+        guard !piece.isEmpty else { return }  // full, or an empty delta: nothing new to show
+        openTranscripts[index].text += piece
+        emit(.transcript(role: role, text: openTranscripts[index].text, final: false, itemID: itemID))
+    }
+
+    private mutating func transcriptDone(_ event: JSONValue, role: RealtimeRole, type: String, field: String) {
+        var text: String? = nil
+        if let value = event[field] {
+            guard let s = value.string else {
+                emit(.malformed("\(type): '\(field)' is not a string"))
+                return
+            }
+            text = s
+        }
+        finish(role: role, itemID: event["item_id"]?.string ?? "", text: text)
+    }
+
+    /// The one final line of an item: `text` when given, else what its deltas said.
+    private mutating func finish(role: RealtimeRole, itemID: String, text: String?) {
+        if !itemID.isEmpty && finishedItems.contains(itemID) { return }
+        var line = text
+        if let i = openTranscripts.firstIndex(where: { $0.role == role && $0.itemID == itemID }) {
+            if line == nil { line = openTranscripts[i].text }
+            openTranscripts.remove(at: i)
+        }
+        guard let found = line else { return }
+        let capped = utf8Prefix(found, maxBytes: Self.maxTranscriptBytes)
+        if !itemID.isEmpty {
+            if finishedItems.count >= 32 { finishedItems.removeFirst() }
+            finishedItems.append(itemID)
+        }
+        guard capped.utf8.contains(where: { $0 > 32 }) else { return }  // empty or blank
+        emit(.transcript(role: role, text: capped, final: true, itemID: itemID))
+    }
+
+    // MARK: Helpers
+
+    private mutating func setSpeaking(response: Bool, audio: Bool) {
+        let was = isAssistantSpeaking
+        responseActive = response
+        audioPlaying = audio
+        if isAssistantSpeaking != was { emit(.speaking(isAssistantSpeaking)) }
+    }
+
+    private mutating func send(_ event: JSONValue) {
+        let type = event["type"]?.string ?? ""
+        let id = "linnet-\(nextEventNumber)"
+        nextEventNumber &+= 1
+        // `type` first, then our id, then the event's own members.
+        var object = JSONObject()
+        object["type"] = .string(type)
+        object["event_id"] = .string(id)
+        for member in event.object ?? JSONObject() where member.key != "type" {
+            object[member.key] = member.value
+        }
+        if recentSent.count >= 16 { recentSent.removeFirst() }
+        recentSent.append((id, type))
+        queue.append(.send(JSONValue.object(object).serializedString()))
+    }
+
+    private mutating func emit(_ event: RealtimeEvent) {
+        queue.append(.event(event))
+    }
+}
+
+/// The longest prefix of `s` of at most `maxBytes` UTF-8 bytes that ends on a scalar
+/// boundary.
+func utf8Prefix(_ s: String, maxBytes: Int) -> String {
+    if s.utf8.count <= maxBytes { return s }
+    var out = ""
+    var used = 0
+    for scalar in s.unicodeScalars {
+        let n = UTF8.width(scalar)
+        if used + n > maxBytes { break }
+        out.unicodeScalars.append(scalar)
+        used += n
+    }
+    return out
+}
+
+// MARK: Transcript lines
+
+/// A transcript as one log line: `user: …` or `assistant: …`.
+///
+/// The text is the provider's (ultimately a speaker's), so it is made safe for a
+/// line-based log: white space at the ends is trimmed; a backslash and control
+/// characters (C0, DEL, C1, U+2028/U+2029 line and paragraph separators) are escaped
+/// (`\n`, `\r`, `\t`, `\\`, else `\u{…}`), so one transcript is always one line and an
+/// escaped sequence cannot be confused with a real one; the line is capped at
+/// `maxBytes` of UTF-8, cut on a character boundary and ending in `…` when cut.
+public struct TranscriptLine: Sendable, Equatable, CustomStringConvertible {
+    public var role: RealtimeRole
+    public var text: String
+
+    /// A line's default cap: long enough for a paragraph, short enough for syslog.
+    public static let defaultMaxBytes = 1000
+
+    public init(role: RealtimeRole, text: String) {
+        self.role = role
+        self.text = text
+    }
+
+    public var description: String { formatted() }
+
+    /// `role: text`, escaped and capped at `maxBytes` (at least 16) bytes of UTF-8.
+    public func formatted(maxBytes: Int = TranscriptLine.defaultMaxBytes) -> String {
+        escapedLine(prefix: role.rawValue + ": ", text: text, maxBytes: maxBytes)
+    }
+}
+
+/// `prefix` + `text` made safe for a line-based log, as `TranscriptLine` describes:
+/// ends trimmed, `\\` and control characters escaped, capped at `maxBytes` (at least
+/// 16) bytes of UTF-8 with `…` where cut. Also used for provider error messages, which
+/// are the peer's text too.
+func escapedLine(prefix: String, text: String, maxBytes: Int) -> String {
+    let limit = max(maxBytes, 16)
+    let pieces = trimmedScalars(text).map(escapedScalar)
+    var total = prefix.utf8.count
+    for p in pieces { total += p.utf8.count }
+    var out = prefix
+    if total <= limit {
+        for p in pieces { out += p }
+        return out
+    }
+    // Cut between pieces, so an escape is never split, leaving room for "…" (3 bytes).
+    var used = prefix.utf8.count
+    for p in pieces {
+        let n = p.utf8.count
+        if used + n > limit - 3 { break }
+        out += p
+        used += n
+    }
+    return out + "…"
+}
+
+private func trimmedScalars(_ s: String) -> ArraySlice<Unicode.Scalar> {
+    let all = Array(s.unicodeScalars)
+    var lo = 0
+    var hi = all.count
+    while lo < hi, isLineSpace(all[lo]) { lo += 1 }
+    while hi > lo, isLineSpace(all[hi - 1]) { hi -= 1 }
+    return all[lo..<hi]
+}
+
+private func isLineSpace(_ c: Unicode.Scalar) -> Bool {
+    c == " " || c == "\t" || c == "\n" || c == "\r" || c.value == 0xA0 || c.value == 0x3000
+}
+
+private func escapedScalar(_ c: Unicode.Scalar) -> String {
+    switch c {
+    case "\\": return "\\\\"
+    case "\n": return "\\n"
+    case "\r": return "\\r"
+    case "\t": return "\\t"
+    default:
+        let v = c.value
+        if v < 0x20 || (v >= 0x7F && v <= 0x9F) || v == 0x2028 || v == 0x2029 {
+            return "\\u{" + String(v, radix: 16) + "}"
+        }
+        return String(c)
+    }
+}
