@@ -55,6 +55,9 @@ public struct ICEAgent<R: RandomNumberGenerator> {
     private var prflxCounter = 0
     /// Controlling: the pair being nominated to replace a stale selected pair.
     private var switchingTo: Int? = nil
+    /// During a restart the previous pair stays usable only until its consent would
+    /// have expired (RFC 7675 §5.1); no checks run on it any more.
+    private var previousPairExpiry: Instant? = nil
 
     // Consent freshness (RFC 7675).
     private var lastConsent: Instant = .zero
@@ -157,6 +160,7 @@ public struct ICEAgent<R: RandomNumberGenerator> {
         triggered.removeAll()
         transactions.removeAll { if case .check = $0.kind { return true } else { return false } }
         locals.removeAll { $0.candidate.type == .peerReflexive }
+        previousPairExpiry = selectedPair == nil ? nil : lastConsent + config.consentTimeout
         nominating = nil
         switchingTo = nil
         selectedIndex = nil
@@ -215,6 +219,10 @@ public struct ICEAgent<R: RandomNumberGenerator> {
     /// The deadline returned by `pollOutput` has come (calling earlier is harmless).
     public mutating func handleTimeout(now: Instant) {
         guard state != .closed else { return }
+        if let t = previousPairExpiry, now >= t, selectedIndex == nil {
+            previousPairExpiry = nil
+            selectedPair = nil
+        }
         retransmit(now: now)
         if let t = nextPacing, t <= now { pace(now: now) }
         maybeNominate(now: now)
@@ -502,6 +510,7 @@ public struct ICEAgent<R: RandomNumberGenerator> {
             return
         }
         selectedIndex = p
+        previousPairExpiry = nil
         let l = pairs[p].local, r = pairs[p].remote
         let selected = ICESelectedPair(local: locals[l].base, remote: remotes[r].address,
                                        localCandidate: locals[l].candidate, remoteCandidate: remotes[r].candidate)
@@ -682,6 +691,7 @@ public struct ICEAgent<R: RandomNumberGenerator> {
         guard state != .closed else { return t }
         for tx in transactions where tx.deadline < t { t = tx.deadline }
         if let p = nextPacing, p < t { t = p }
+        if let e = previousPairExpiry, e < t { t = e }
         if role == .controlling, nominating == nil, selectedIndex == nil, let first = firstValidAt {
             let n = first + config.nominationDelay
             if n < t { t = n }

@@ -491,6 +491,9 @@ public final class Peer {
         // pair with fresh consent (its `selectedPairChanged` clears the flag).
         if consentLost { return nil }
         if let p = ice.selectedPair { return (p.local, p.remote) }
+        // Once ICE has selected a pair, only a selected pair carries anything (during a
+        // restart the old one until its consent would expire, then none).
+        if pair != nil { return nil }
         return dtlsPath
     }
 

@@ -142,6 +142,28 @@ import SDP
         #expect(!net.events.contains { if case .failed = $0.event { return true } else { return false } })
     }
 
+    /// A restart whose answer never comes (the remote is gone): the old pair carries
+    /// media only until its consent would have expired (RFC 7675 §5.1), then nothing.
+    @Test func unansweredRestartStopsSendingAtConsentExpiry() throws {
+        let net = try ImpairedNetwork(seed: 208)
+        #expect(net.run(within: .seconds(5)) { net.offerer.connected && net.answerer.connected } != nil)
+        net.run(until: net.now + .seconds(1))
+        net.blackhole(for: .seconds(100))
+        let start = net.now
+        _ = try net.offerer.restartICE(now: net.now)
+        var lastSentAt = start
+        var n = 0
+        net.run(until: start + .seconds(45), each: { now in
+            let before = net.offerer.stats.rtpSent
+            frame(n, tag: 1).withUnsafeBytes { net.offerer.sendAudio($0, samples: 960, now: now) }
+            n += 1
+            if net.offerer.stats.rtpSent > before { lastSentAt = now }
+        })
+        print("BENCH unanswered_restart: old pair used for \((lastSentAt - start).milliseconds) ms after the restart")
+        #expect(lastSentAt - start > .seconds(20) && lastSentAt - start <= .seconds(30))
+        #expect(net.offerer.selectedPair == nil)
+    }
+
     /// Restart calls in the wrong state, and descriptions a restart cannot take.
     @Test func restartRefusals() throws {
         let net = try ImpairedNetwork(seed: 204)
