@@ -13,6 +13,9 @@
 ///   (PROTOCOLS.md: every stack measured answers `active`, making us the DTLS server).
 /// - Media leaves as events: received Opus payloads go to the caller's jitter buffer
 ///   and decoder; sending takes an encoded payload and does RTP + SRTP here.
+/// - Consent expiry after `.connected` is not the end: the peer stops sending
+///   (RFC 7675 §5.1) but keeps DTLS, SRTP, SCTP and RTP state, so an ICE restart
+///   (Restart.swift, RFC 8445 §9) resumes the call without a new handshake.
 import Wire
 import SDP
 import ICE
