@@ -139,6 +139,9 @@ extension Peer {
                 let answer = try SessionDescription.parse(text)
                 let n = try NegotiatedSession.negotiate(localOffer: offer, remoteAnswer: answer)
                 try checkSameDTLS(n, current)
+                guard n.localDTLSRole == current.localDTLSRole else {
+                    throw SDPError.mediaMismatch(reason: "the restart answer changes the DTLS role (a new DTLS association)")
+                }
                 restartPending = false
                 applyRemoteICE(ICERestartFragment(ufrag: n.remoteICEUfrag, password: n.remoteICEPwd,
                                                   candidates: n.remoteCandidates, endOfCandidates: n.remoteEndOfCandidates),

@@ -137,4 +137,30 @@ final class RelayedAnswerer {
         print("BENCH relay_rebind: \(run.err.split(separator: "\n").filter { $0.contains("path") || $0.contains("ICE") }), tail tone \(Int(fraction * 100)) %")
         #expect(fraction > 0.7, "440 Hz in \(Int(fraction * 100)) % of the last windows")
     }
+
+    /// A 5 s black hole (shorter than consent expiry) 2 s into the call: Linnet's ICE
+    /// goes disconnected, comes back to connected on the same path when consent
+    /// responses return, and the echo is heard again before the end.
+    @Test func shortBlackholeIsRiddenOut() throws {
+        let r = try RelayedAnswerer(name: "relay-hole", commands: ["at 2 blackhole 5"])
+        defer { r.stop() }
+        let input = temporary("relay-bh-in.wav"), output = temporary("relay-bh-out.wav")
+        defer { unlink(input); unlink(output) }
+        try WAVFile.write(input, rate: 48_000, channels: 1, bits: 16,
+                          samples: Signal.tone(440, amplitude: 0.25, seconds: 13, rate: 48_000).map { Int32($0 * 32_767) })
+        let run = try Linnet.run(["run", "--whip", "http://127.0.0.1:\(r.httpPort)/whip", "--input", input, "--output", output, "--seconds", "12"])
+        #expect(run.status == 0, "\(run.err)")
+        let stats = try r.stats()
+        let up = counters(stats, "up"), down = counters(stats, "down")
+        #expect((up["blackholed"] ?? 0) > 150 && (down["blackholed"] ?? 0) > 0)
+        let ice = run.err.split(separator: "\n").filter { $0.contains("ICE") }.map { String($0) }
+        #expect(ice.contains("linnet: ICE disconnected"), "\(ice)")
+        #expect(ice.last == "linnet: ICE connected", "\(ice)")
+        let (_, back) = try WAVFile.read16(output)
+        let tail = Array(back.suffix(48_000 * 2).dropLast(4_800))
+        let rms = 0.25 * 32_767 / 2.0.squareRoot()
+        let fraction = fractionOfWindowsWithTone(tail, 440, rate: 48_000, rms: rms, levelDB: 6)
+        print("BENCH relay_blackhole_5s: \(ice), up \(up), tail tone \(Int(fraction * 100)) %")
+        #expect(fraction > 0.7, "440 Hz in \(Int(fraction * 100)) % of the last windows")
+    }
 }
