@@ -164,6 +164,22 @@ import SDP
         #expect(net.offerer.selectedPair == nil)
     }
 
+    /// The same offer again (no new ufrag) is a re-offer, not a restart: the answer
+    /// keeps the answerer's credentials and ICE stays connected on the same pair.
+    @Test func reofferWithoutNewCredentialsDoesNotRestart() throws {
+        let net = try ImpairedNetwork(seed: 209)
+        #expect(net.run(within: .seconds(5)) { net.offerer.connected && net.answerer.connected } != nil)
+        let credentials = net.answerer.ice.localCredentials
+        let pair = net.answerer.selectedPair
+        let offer = try #require(net.offerer.localDescriptionText)
+        let answer = try net.answerer.acceptOffer(offer, now: net.now)
+        #expect(answer.contains("a=ice-ufrag:\(credentials.ufrag)"))
+        #expect(net.answerer.ice.localCredentials == credentials)
+        #expect(net.answerer.iceState == .connected && net.answerer.selectedPair == pair)
+        net.drain()
+        #expect(!net.events.contains { $0.event == .iceStateChanged(.checking) && $0.at > Instant(nanoseconds: 10_000_000_000) })
+    }
+
     /// Restart calls in the wrong state, and descriptions a restart cannot take.
     @Test func restartRefusals() throws {
         let net = try ImpairedNetwork(seed: 204)
