@@ -53,6 +53,11 @@ public struct ICEAgent<R: RandomNumberGenerator> {
     private var remoteEndOfCandidates = false
     private var gatheringDone = false
     private var prflxCounter = 0
+    /// Controlling: the pair being nominated to replace a stale selected pair.
+    private var switchingTo: Int? = nil
+    /// During a restart the previous pair stays usable only until its consent would
+    /// have expired (RFC 7675 §5.1); no checks run on it any more.
+    private var previousPairExpiry: Instant? = nil
 
     // Consent freshness (RFC 7675).
     private var lastConsent: Instant = .zero
@@ -157,7 +162,9 @@ public struct ICEAgent<R: RandomNumberGenerator> {
         triggered.removeAll()
         transactions.removeAll { if case .check = $0.kind { return true } else { return false } }
         locals.removeAll { $0.candidate.type == .peerReflexive }
+        previousPairExpiry = selectedPair == nil ? nil : lastConsent + config.consentTimeout
         nominating = nil
+        switchingTo = nil
         selectedIndex = nil
         firstValidAt = nil
         remoteEndOfCandidates = false
@@ -218,6 +225,10 @@ public struct ICEAgent<R: RandomNumberGenerator> {
     /// The deadline returned by `pollOutput` has come (calling earlier is harmless).
     public mutating func handleTimeout(now: Instant) {
         guard state != .closed else { return }
+        if let t = previousPairExpiry, now >= t, selectedIndex == nil {
+            previousPairExpiry = nil
+            selectedPair = nil
+        }
         retransmit(now: now)
         if let t = nextPacing, t <= now { pace(now: now) }
         maybeNominate(now: now)
@@ -312,7 +323,16 @@ public struct ICEAgent<R: RandomNumberGenerator> {
         let nominate = m.useCandidate && role == .controlled
         switch pairs[pairIndex].state {
         case .succeeded:
-            if nominate { nominatePair(pairIndex, now: now) }
+            if nominate {
+                nominatePair(pairIndex, now: now)
+            } else if state == .disconnected, pairIndex != selectedIndex, !triggered.contains(pairIndex) {
+                // The selected pair is going stale while the peer reaches us on this
+                // one: check it again, so a fresh response can move us over
+                // (`switchFromStalePair`).
+                pairs[pairIndex].state = .waiting
+                triggered.append(pairIndex)
+                schedulePacing(now: now)
+            }
         case .inProgress:
             if nominate { pairs[pairIndex].nominateOnSuccess = true }
         case .frozen, .waiting, .failed:
@@ -395,6 +415,7 @@ public struct ICEAgent<R: RandomNumberGenerator> {
     }
 
     private mutating func checkSucceeded(_ p: Int, useCandidate: Bool, now: Instant) {
+        pairs[p].lastSucceeded = now
         if pairs[p].state != .succeeded {
             pairs[p].state = .succeeded
             if firstValidAt == nil { firstValidAt = now }
@@ -410,9 +431,39 @@ public struct ICEAgent<R: RandomNumberGenerator> {
             if state == .disconnected { setState(.connected) }
         }
         if (useCandidate && role == .controlling) || (pairs[p].nominateOnSuccess && role == .controlled) {
-            nominatePair(p, now: now)
+            nominatePair(p, now: now, replacingStale: p == switchingTo)
         }
+        if state == .disconnected { switchFromStalePair(now: now) }
         schedulePacing(now: now)
+    }
+
+    /// NAT rebinding (RFC 4787 §4.3: a mapping timed out or the router restarted): the
+    /// peer's packets suddenly come from a new port, and what we send to the old one is
+    /// lost. Its checks from the new port create a peer-reflexive pair (§7.3.1.3) whose
+    /// triggered check succeeds, but RFC 8445 alone keeps the nominated pair until
+    /// consent expires and the call fails. So, once the selected pair has gone
+    /// `disconnected` and another pair of this generation has a success response less
+    /// than `disconnectedTimeout` old (consent on that 5-tuple, RFC 7675 §5.1), we move
+    /// to it: the controlling agent nominates it again with USE-CANDIDATE (as in
+    /// renomination, draft-thatcher-ice-renomination), the controlled agent selects it
+    /// (the controlling agent's nomination cannot reach it while its own answers go to
+    /// the dead port). Nothing changes while consent on the selected pair is fresh.
+    private mutating func switchFromStalePair(now: Instant) {
+        guard state == .disconnected, let s = selectedIndex, switchingTo == nil else { return }
+        let fresh = pairs.indices.filter { i in
+            i != s && pairs[i].state == .succeeded && (pairs[i].lastSucceeded.map { now - $0 < config.disconnectedTimeout } ?? false)
+        }
+        guard let best = fresh.max(by: { pairPriority($0) < pairPriority($1) }) else { return }
+        stats.staleSwitches += 1
+        if role == .controlling {
+            switchingTo = best
+            nominating = best
+            pairs[best].state = .waiting
+            triggered.insert(best, at: 0)
+            schedulePacing(now: now)
+        } else {
+            nominatePair(best, now: now, replacingStale: true)
+        }
     }
 
     private mutating func handleGatherResponse(_ m: STUNMessage, local l: Int, server: SocketAddress) {
@@ -453,15 +504,19 @@ public struct ICEAgent<R: RandomNumberGenerator> {
         schedulePacing(now: now)
     }
 
-    private mutating func nominatePair(_ p: Int, now: Instant) {
+    private mutating func nominatePair(_ p: Int, now: Instant, replacingStale: Bool = false) {
         pairs[p].nominated = true
+        if replacingStale { switchingTo = nil }
         // RFC 8445 §8.1.2: with a nominated pair, Waiting and Frozen pairs are not checked.
         for i in pairs.indices where pairs[i].state == .waiting || pairs[i].state == .frozen {
             pairs[i].state = .failed
         }
         triggered.removeAll()
-        if let s = selectedIndex, s == p || pairPriority(s) > pairPriority(p) { return }
+        if let s = selectedIndex, s == p || (pairPriority(s) > pairPriority(p) && !replacingStale && state != .disconnected) {
+            return
+        }
         selectedIndex = p
+        previousPairExpiry = nil
         let l = pairs[p].local, r = pairs[p].remote
         let selected = ICESelectedPair(local: locals[l].base, remote: remotes[r].address,
                                        localCandidate: locals[l].candidate, remoteCandidate: remotes[r].candidate)
@@ -574,6 +629,7 @@ public struct ICEAgent<R: RandomNumberGenerator> {
                 if !consent && p < pairs.count && pairs[p].state == .inProgress {
                     pairs[p].state = .failed
                     if nominating == p { nominating = nil }
+                    if switchingTo == p { switchingTo = nil }
                 }
             }
         }
@@ -616,6 +672,7 @@ public struct ICEAgent<R: RandomNumberGenerator> {
         }
         if state == .connected, let since = oldestUnanswered, now >= since + config.disconnectedTimeout {
             setState(.disconnected)
+            switchFromStalePair(now: now)
         }
     }
 
@@ -643,6 +700,7 @@ public struct ICEAgent<R: RandomNumberGenerator> {
         guard state != .closed else { return t }
         for tx in transactions where tx.deadline < t { t = tx.deadline }
         if let p = nextPacing, p < t { t = p }
+        if let e = previousPairExpiry, e < t { t = e }
         if role == .controlling, nominating == nil, selectedIndex == nil, let first = firstValidAt {
             let n = first + config.nominationDelay
             if n < t { t = n }
@@ -713,6 +771,8 @@ struct CandidatePair {
     var nominated = false
     /// Controlled side: USE-CANDIDATE arrived before our own check succeeded (§7.3.1.5).
     var nominateOnSuccess = false
+    /// When a check on this pair last got an authenticated success response.
+    var lastSucceeded: Instant? = nil
 }
 
 struct Transaction {

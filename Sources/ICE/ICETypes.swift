@@ -96,6 +96,9 @@ public struct ICEStats: Hashable, Sendable {
     public var roleConflicts = 0
     /// Requests refused with 420 for unknown comprehension-required attributes.
     public var unknownAttributeRequests = 0
+    /// Moves off a selected pair that lost consent to one with fresh responses (NAT
+    /// rebinding; see `ICEAgent`).
+    public var staleSwitches = 0
 }
 
 /// Tunables. Defaults follow the RFCs where they give numbers.

@@ -13,6 +13,9 @@
 ///   (PROTOCOLS.md: every stack measured answers `active`, making us the DTLS server).
 /// - Media leaves as events: received Opus payloads go to the caller's jitter buffer
 ///   and decoder; sending takes an encoded payload and does RTP + SRTP here.
+/// - Consent expiry after `.connected` is not the end: the peer stops sending
+///   (RFC 7675 §5.1) but keeps DTLS, SRTP, SCTP and RTP state, so an ICE restart
+///   (Restart.swift, RFC 8445 §9) resumes the call without a new handshake.
 import Wire
 import SDP
 import ICE
@@ -72,6 +75,10 @@ public enum PeerEvent: Equatable, Sendable {
     /// A data-channel event: the association is up, a channel opened or closed, a
     /// message arrived (RFC 8831, DCEP RFC 8832).
     case dataChannel(DataChannelEvent)
+    /// The call cannot go on. The one exception is `.failed(.iceFailed)` after
+    /// `.connected` (consent expired, RFC 7675): the peer keeps its DTLS, SRTP and SCTP
+    /// state and sends nothing; `restartICE` (offerer) or a restart offer to
+    /// `acceptOffer` (answerer) can bring it back, otherwise call `close`.
     case failed(PeerError)
     case closed
 }
@@ -148,6 +155,15 @@ public final class Peer {
     var negotiated: NegotiatedSession?
     var localDescriptionText: String?
     var sessionID: UInt64
+    /// The o= line's version: bumped by each description that changes something
+    /// (RFC 3264 §8), an ICE restart here.
+    var sessionVersion: UInt64 = 1
+    /// Offerer: `restartICE` made a new offer; its answer has not been applied yet.
+    var restartPending = false
+    /// ICE failed (consent expired, RFC 7675 §5.1) after DTLS was up: nothing may be sent
+    /// until an ICE restart selects a pair with fresh consent. DTLS, SRTP and SCTP keep
+    /// their state for that restart.
+    public private(set) var consentLost = false
     var gathered: [Candidate] = []
     public private(set) var gatheringComplete = false
     var events: [PeerEvent] = []
@@ -219,7 +235,7 @@ public final class Peer {
     func localDescription() -> LocalDescription {
         let audio = LocalAudio(payloadType: negotiated?.opusPayloadType ?? configuration.opusPayloadType, ssrc: sender.ssrc,
                                cname: cname, streamID: "linnet", trackID: "mic")
-        return LocalDescription(sessionID: sessionID, iceUfrag: ice.localCredentials.ufrag, icePwd: ice.localCredentials.password,
+        return LocalDescription(sessionID: sessionID, sessionVersion: sessionVersion, iceUfrag: ice.localCredentials.ufrag, icePwd: ice.localCredentials.password,
                                 fingerprints: [Fingerprint(algorithm: "sha-256", bytes: identity.fingerprint)],
                                 candidates: gathered.map { String($0.description.dropFirst("candidate:".count)) }, audio: audio,
                                 dataChannel: configuration.dataChannel ? LocalDataChannel(maxMessageSize: configuration.maxMessageSize) : nil)
@@ -254,7 +270,8 @@ public final class Peer {
     /// Answers the peer's offer (answerer): returns our answer. Call after gathering.
     public func acceptOffer(_ text: String, now: Instant) throws(PeerError) -> String {
         guard role == .answerer else { throw .wrongState("an offerer does not answer") }
-        guard negotiated == nil else { throw .wrongState("an offer was already answered") }
+        // A later offer on the same session: an ICE restart when its ufrag changed.
+        if let current = negotiated { return try acceptReoffer(text, current: current, now: now) }
         do throws(SDPError) {
             let offer = try SessionDescription.parse(text)
             // We take the DTLS client role toward an actpass offer: mbedtls 2.28 as a
@@ -475,7 +492,13 @@ public final class Peer {
     // MARK: Internals
 
     var currentPath: (local: SocketAddress, remote: SocketAddress)? {
+        // RFC 7675 §5.1: once consent expired, nothing goes out until a restart has a
+        // pair with fresh consent (its `selectedPairChanged` clears the flag).
+        if consentLost { return nil }
         if let p = ice.selectedPair { return (p.local, p.remote) }
+        // Once ICE has selected a pair, only a selected pair carries anything (during a
+        // restart the old one until its consent would expire, then none).
+        if pair != nil { return nil }
         return dtlsPath
     }
 
@@ -497,7 +520,18 @@ public final class Peer {
         switch e {
         case .stateChanged(let s):
             events.append(.iceStateChanged(s))
-            if s == .failed { fail(.iceFailed) }
+            if s == .failed {
+                if connected {
+                    // Consent expired on an established call. The peer stays as it is
+                    // (keys, SCTP, RTP sequence) so `restartICE` can bring it back
+                    // (RFC 8445 §9); `.failed(.iceFailed)` tells the owner, who either
+                    // restarts or closes.
+                    consentLost = true
+                    events.append(.failed(.iceFailed))
+                } else {
+                    fail(.iceFailed)
+                }
+            }
             if s == .connected, let dtls, dtls.role == .client, dtls.state == .new {
                 dtls.start(now: now)
                 drainDTLS(now: now)
@@ -509,6 +543,7 @@ public final class Peer {
             events.append(.gatheringComplete)
         case .selectedPairChanged(let p):
             pair = p
+            consentLost = false
             events.append(.selectedPairChanged(p))
         case .roleChanged:
             break
