@@ -105,6 +105,14 @@ public enum StatusPattern {
         return out
     }
 
+    /// A meter reading in dBFS as the 0…1 level `frame` takes: -60 dBFS (room noise) and
+    /// below is 0, 0 dBFS is 1, linear in dB between (the LEDs then follow loudness as
+    /// heard, not amplitude).
+    public static func level(dBFS: Double) -> Double {
+        guard !dBFS.isNaN else { return 0 }
+        return min(max((dBFS + 60) / 60, 0), 1)
+    }
+
     /// When `frame` next changes by time alone (nil: only a new level or state changes it).
     public static func nextChange(_ state: LightState, elapsed: Duration) -> Duration? {
         let t = max(elapsed.nanoseconds, 0)

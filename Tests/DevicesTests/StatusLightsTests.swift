@@ -36,6 +36,11 @@ func at(_ millis: Int64) -> Duration { .milliseconds(millis) }
         #expect(StatusPattern.nextChange(.listening, elapsed: at(5)) == nil)
     }
 
+    @Test func levelFromDBFS() {
+        let cases: [(Double, Double)] = [(-90, 0), (-60, 0), (-30, 0.5), (-15, 0.75), (0, 1), (6, 1), (-.infinity, 0), (.nan, 0)]
+        for (db, expected) in cases { #expect(StatusPattern.level(dBFS: db) == expected, "\(db) dBFS") }
+    }
+
     /// A triangle of brightness over 1 s in 32 steps of 31.25 ms: 1, 3, …, 31, 31, …, 1.
     @Test func speakingBreathes() {
         for step in 0..<32 {
