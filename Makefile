@@ -59,3 +59,28 @@ bench: size release
 
 clean:
 	rm -rf .build build
+
+# --- On the board (issue 7): packages, the unit check ---------------------------------
+.PHONY: deb deb-host test-deb check-unit bench-board
+
+## deb: the arm64 package from the release binary → build/linnet_<version>_arm64.deb
+deb: build/arm64/linnet
+	scripts/build-deb.sh build/arm64/linnet build
+
+## deb-host: the same package for this machine, from `make release` (build/host/linnet)
+deb-host: release
+	scripts/build-deb.sh build/host/linnet build
+
+## test-deb: install, upgrade and purge the host package here (root), check the arm64 one
+test-deb: release build/arm64/linnet deb
+	scripts/test-deb.sh build/host/linnet build/linnet_$$(sed -n 's/^let linnetVersion = "\(.*\)"/\1/p' Sources/linnet/CLI.swift)_arm64.deb
+
+## check-unit: systemd-analyze verify and security (≤ 2.0) of systemd/linnet.service
+check-unit:
+	@scripts/check-unit.sh
+
+# Figures for `make bench`: the unit's exposure and the arm64 package's size.
+bench: bench-board
+bench-board: deb
+	@scripts/check-unit.sh
+	@echo "BENCH deb_arm64_bytes $$(stat -c %s build/linnet_$$(sed -n 's/^let linnetVersion = "\(.*\)"/\1/p' Sources/linnet/CLI.swift)_arm64.deb) bytes"

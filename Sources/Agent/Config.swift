@@ -121,6 +121,18 @@ public enum GPIOLine: Sendable, Equatable {
     case chip(String, offset: Int)
 }
 
+// BEGIN board keys (issue 7)
+extension GPIOLine: CustomStringConvertible {
+    /// As the config spells it: `GPIO17` or `gpiochip0:17`.
+    public var description: String {
+        switch self {
+        case .name(let n): return n
+        case .chip(let c, let o): return "\(c):\(o)"
+        }
+    }
+}
+// END board keys
+
 /// `HOST:PORT` (IPv6 hosts in brackets), as `--stun` takes it.
 public struct HostPort: Sendable, Equatable, CustomStringConvertible {
     public var host: String
@@ -232,6 +244,21 @@ public struct Config: Sendable, Equatable {
 
     /// The session limit in effect.
     public var maximumSessionSeconds: Int { maxSessionSeconds ?? maxSessionMinutes * 60 }
+    // BEGIN board keys (issue 7): push-to-talk button details and status LEDs.
+    /// Whether a push-to-talk button that cannot be opened stops the agent (true) or
+    /// is logged as a warning and the agent carries on without it (false).
+    public var pttRequired = false
+    /// The button's debounce: a level counts once stable this long, 1…500 ms.
+    public var pttDebounceMS = 20
+    /// Holding the button this long ends the session or starts a new one; 0: off.
+    public var pttLongPressMS = 3_000
+    /// Plain status LEDs on GPIO lines, in order (`GPIO5,GPIO6`).
+    public var leds: [GPIOLine] = []
+    /// A spidev device with APA102 LEDs (the ReSpeaker 2-Mic HAT: `/dev/spidev0.0`).
+    public var ledSPI: String? = nil
+    /// How many APA102 LEDs are on `ledSPI`, 1…255.
+    public var ledCount = 3
+    // END board keys
 
     /// Which layer set each key (absent: the default).
     public var sources: [String: ConfigSource] = [:]
@@ -253,10 +280,13 @@ public struct Config: Sendable, Equatable {
         "limiter", "high-pass-hz", "bitrate", "complexity", "fec", "dtx", "frame-ms",
         "instructions", "voice", "transcription-model", "turn-detection", "max-session-minutes",
         "max-session-seconds", "max-attempts", "loop-input", "openai-url", "send", "events-channel",
+        // board keys (issue 7)
+        "ptt-required", "ptt-debounce-ms", "ptt-long-press-ms", "leds", "led-spi", "led-count",
     ]
 
     /// Keys whose values are booleans (a bare `--key` sets them).
-    public static let booleanKeys: [String] = ["openai", "agc", "noise-gate", "limiter", "fec", "dtx", "loop-input"]
+    public static let booleanKeys: [String] = ["openai", "agc", "noise-gate", "limiter", "fec", "dtx", "loop-input",
+                                               "ptt-required"]  // board keys (issue 7)
 
     /// The default config file, read when it exists and no other is named.
     public static let defaultPath = "/etc/linnet/linnet.conf"
@@ -477,6 +507,26 @@ public struct Config: Sendable, Equatable {
         case "events-channel":
             guard value.utf8.count <= 1024 else { throw bad("a label of at most 1024 bytes") }
             eventsChannel = value
+        // BEGIN board keys (issue 7)
+        case "ptt-required": pttRequired = try boolean(value, bad)
+        case "ptt-debounce-ms": pttDebounceMS = try whole(value, 1...500, bad("a whole number of milliseconds from 1 to 500"))
+        case "ptt-long-press-ms":
+            let expected = "0 (off) or a whole number of milliseconds from 500 to 60000"
+            let ms = try whole(value, 0...60_000, bad(expected))
+            guard ms == 0 || ms >= 500 else { throw bad(expected) }
+            pttLongPressMS = ms
+        case "leds":
+            var list: [GPIOLine] = []
+            for part in value.split(separator: ",", omittingEmptySubsequences: false) {
+                let expected = "a comma list of GPIO lines (GPIO5,GPIO6 or gpiochip0:5)"
+                let text = string(trimmed(ArraySlice(part.utf8)))
+                guard !text.isEmpty else { throw bad(expected) }
+                list.append(try gpioLine(text, { _ in bad(expected) }))
+            }
+            leds = list
+        case "led-spi": ledSPI = value
+        case "led-count": ledCount = try whole(value, 1...255, bad("a whole number of LEDs from 1 to 255"))
+        // END board keys
         default: throw Self.unknown(key, source: source)
         }
         sources[key] = source
@@ -532,6 +582,14 @@ public struct Config: Sendable, Equatable {
         case "openai-url": openaiURL = d.openaiURL
         case "send": send = d.send
         case "events-channel": eventsChannel = d.eventsChannel
+        // BEGIN board keys (issue 7)
+        case "ptt-required": pttRequired = d.pttRequired
+        case "ptt-debounce-ms": pttDebounceMS = d.pttDebounceMS
+        case "ptt-long-press-ms": pttLongPressMS = d.pttLongPressMS
+        case "leds": leds = d.leds
+        case "led-spi": ledSPI = d.ledSPI
+        case "led-count": ledCount = d.ledCount
+        // END board keys
         default: break
         }
     }
@@ -589,6 +647,17 @@ public struct Config: Sendable, Equatable {
         if turnDetection == .ptt && ptt != nil && pttMode == .open {
             throw .conflict("turn-detection ptt contradicts ptt-mode open (no button): use ptt-mode hold or toggle", source: sources["turn-detection"])
         }
+        // BEGIN board keys (issue 7)
+        if pttRequired && ptt == nil {
+            throw .conflict("ptt-required needs a button (ptt = GPIO17 or CHIP:OFFSET)", source: sources["ptt-required"])
+        }
+        if let ptt, leds.contains(ptt) {
+            throw .conflict("the LED line \(ptt) is also the push-to-talk button", source: sources["leds"])
+        }
+        for (i, l) in leds.enumerated() where leds[..<i].contains(l) {
+            throw .conflict("the LED line \(l) is listed twice", source: sources["leds"])
+        }
+        // END board keys
     }
 
     // MARK: Names

@@ -13,21 +13,12 @@ public struct GPIOChipInfo: Sendable {
 
 public enum GPIOChips {
     /// Every GPIO chip the kernel exposes (`/dev/gpiochip*`) with its named lines; empty
-    /// on a machine without GPIO (or without permission to open the chips).
+    /// on a machine without GPIO. Chips this user may not open are left out (the button's
+    /// errors name them); `LibGPIOD.chips()` has them all.
     public static func list() -> [GPIOChipInfo] {
-        guard let iterator = gpiod_chip_iter_new() else { return [] }
-        defer { gpiod_chip_iter_free(iterator) }
         var out: [GPIOChipInfo] = []
-        while let chip = gpiod_chip_iter_next(iterator) {
-            var lines: [String] = []
-            for offset in 0..<gpiod_chip_num_lines(chip) {
-                if let line = gpiod_chip_get_line(chip, offset), let name = gpiod_line_name(line) {
-                    lines.append(String(cString: name))
-                } else {
-                    lines.append("")
-                }
-            }
-            out.append(GPIOChipInfo(name: String(cString: gpiod_chip_name(chip)), label: String(cString: gpiod_chip_label(chip)), lines: lines))
+        for c in LibGPIOD().chips() where c.openError == 0 {
+            out.append(GPIOChipInfo(name: c.name, label: c.label, lines: c.lines))
         }
         return out
     }

@@ -1,0 +1,99 @@
+import Foundation
+import Testing
+import Wire
+@testable import Agent
+
+/// The keys issue 7 added (button details and status LEDs).
+let boardKeys: Set<String> = ["ptt-required", "ptt-debounce-ms", "ptt-long-press-ms", "leds", "led-spi", "led-count"]
+
+@Suite struct BoardConfigTests {
+    @Test("board keys: defaults")
+    func defaults() throws {
+        let c = try load(nil, requireRoute: false)
+        #expect(!c.pttRequired && c.pttDebounceMS == 20 && c.pttLongPressMS == 3_000)
+        #expect(c.leds.isEmpty && c.ledSPI == nil && c.ledCount == 3)
+        #expect(boardKeys.isSubset(of: Set(Config.keys)))
+    }
+
+    @Test("board keys: every one from a file, then reset by the environment")
+    func everyKey() throws {
+        let text = route + """
+        ptt = GPIO17
+        ptt-required = yes
+        ptt-debounce-ms = 35
+        ptt-long-press-ms = 0
+        leds = GPIO5, gpiochip0:6
+        led-spi = /dev/spidev0.0
+        led-count = 12
+        """
+        let c = try load(text)
+        #expect(c.pttRequired && c.pttDebounceMS == 35 && c.pttLongPressMS == 0)
+        #expect(c.leds == [.name("GPIO5"), .chip("gpiochip0", offset: 6)])
+        #expect(c.ledSPI == "/dev/spidev0.0" && c.ledCount == 12)
+        #expect(Set(c.sources.keys).isSuperset(of: boardKeys))
+        #expect(c.sources["led-count"] == .file(path: "linnet.conf", line: 8))
+
+        var env: [String: String] = [:]
+        for k in boardKeys where k != "ptt-required" { env[Config.environmentName(k)] = "" }
+        let d = try load(text, env: env, args: ["--no-ptt-required"])
+        #expect(!d.pttRequired && d.pttDebounceMS == 20 && d.pttLongPressMS == 3_000)
+        #expect(d.leds.isEmpty && d.ledSPI == nil && d.ledCount == 3)
+        #expect(d.sources["ptt-required"] == .flag("--no-ptt-required"))
+        #expect(try load(route, args: ["--ptt", "GPIO17", "--ptt-required"]).pttRequired)
+        #expect(try load(route, env: ["LINNET_LED_COUNT": "255"]).ledCount == 255)
+    }
+
+    @Test("board keys: refused values", arguments: [
+        ("ptt-debounce-ms = 0", "linnet.conf:2: ptt-debounce-ms: '0' is not a whole number of milliseconds from 1 to 500"),
+        ("ptt-debounce-ms = 501", "linnet.conf:2: ptt-debounce-ms: '501' is not a whole number of milliseconds from 1 to 500"),
+        ("ptt-long-press-ms = 499", "linnet.conf:2: ptt-long-press-ms: '499' is not 0 (off) or a whole number of milliseconds from 500 to 60000"),
+        ("ptt-long-press-ms = 60001", "linnet.conf:2: ptt-long-press-ms: '60001' is not 0 (off) or a whole number of milliseconds from 500 to 60000"),
+        ("led-count = 0", "linnet.conf:2: led-count: '0' is not a whole number of LEDs from 1 to 255"),
+        ("led-count = 256", "linnet.conf:2: led-count: '256' is not a whole number of LEDs from 1 to 255"),
+        ("leds = GPIO5,,GPIO6", "linnet.conf:2: leds: 'GPIO5,,GPIO6' is not a comma list of GPIO lines (GPIO5,GPIO6 or gpiochip0:5)"),
+        ("leds = gpiochip0:x", "linnet.conf:2: leds: 'gpiochip0:x' is not a comma list of GPIO lines (GPIO5,GPIO6 or gpiochip0:5)"),
+        ("ptt-required = maybe", "linnet.conf:2: ptt-required: 'maybe' is not a boolean (true/false, yes/no, on/off, 1/0)"),
+        ("ptt-requierd = yes", "linnet.conf:2: unknown key 'ptt-requierd' (did you mean 'ptt-required'?)"),
+    ])
+    func refused(line: String, expected: String) {
+        #expect(message { () throws(ConfigError) in try load(route + line) } == expected)
+    }
+
+    @Test("board keys: rules across keys")
+    func conflicts() {
+        #expect(message { () throws(ConfigError) in try load(route + "ptt-required = true") }
+                == "linnet.conf:2: ptt-required needs a button (ptt = GPIO17 or CHIP:OFFSET)")
+        #expect(message { () throws(ConfigError) in try load(route + "ptt = GPIO17\nleds = GPIO5,GPIO17") }
+                == "linnet.conf:3: the LED line GPIO17 is also the push-to-talk button")
+        #expect(message { () throws(ConfigError) in try load(route + "leds = GPIO5,gpiochip0:5,GPIO5") }
+                == "linnet.conf:2: the LED line GPIO5 is listed twice")
+        // Harmless leftovers are allowed: led-count without led-spi.
+        #expect(message { () throws(ConfigError) in try load(route + "led-count = 5") } == nil)
+    }
+
+    /// Every board profile's linnet.conf uses real keys and valid values, alone (the
+    /// route is left for the person to fill in) and with a route added on top.
+    @Test("board/*/linnet.conf parse")
+    func boardProfiles() throws {
+        let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+        let board = root.appendingPathComponent("board")
+        let profiles = try FileManager.default.contentsOfDirectory(atPath: board.path)
+            .filter { FileManager.default.fileExists(atPath: board.appendingPathComponent($0).appendingPathComponent("linnet.conf").path) }
+            .sorted()
+        #expect(profiles == ["aiy-voice-hat", "i2s-mems", "respeaker-2mic", "usb"])
+        for name in profiles {
+            let path = board.appendingPathComponent(name).appendingPathComponent("linnet.conf").path
+            let text = try String(contentsOfFile: path, encoding: .utf8)
+            let label = "board/\(name)/linnet.conf"
+            let alone = message { () throws(ConfigError) in try Config.load(file: (label, text), environment: [:], arguments: [], requireRoute: false) }
+            #expect(alone == nil, "\(label)")
+            let routed = message { () throws(ConfigError) in
+                try Config.load(file: (label, text), environment: [:], arguments: ["--whip", "https://whip.example.net/whip"])
+            }
+            #expect(routed == nil, "\(label) with a route")
+            // The profile's uncommented keys are what it documents: capture and playback at least.
+            let c = try Config.load(file: (label, text), environment: [:], arguments: [], requireRoute: false)
+            #expect(c.sources["capture"] != nil && c.sources["playback"] != nil, "\(label)")
+        }
+    }
+}

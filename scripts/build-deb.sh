@@ -1,0 +1,136 @@
+#!/usr/bin/env bash
+# Builds linnet_<version>_<arch>.deb from a release binary with dpkg-deb (no debhelper).
+#
+# usage: scripts/build-deb.sh BINARY [OUTDIR]
+#   VERSION overrides the version (default: linnetVersion in Sources/linnet/CLI.swift).
+#   The architecture comes from the binary's ELF header (aarch64 → arm64, x86-64 → amd64).
+#
+# Contents: /usr/bin/linnet (stripped), /lib/systemd/system/linnet.service,
+# /etc/linnet/linnet.conf (a conffile), /usr/share/linnet/board/<profile>/ (the board
+# profiles), /usr/share/doc/linnet/. Maintainer scripts create the `linnet` system user
+# (in audio, gpio and spi) and remove it on purge. Depends is computed from the binary's
+# NEEDED entries and the newest glibc symbol version it uses.
+set -euo pipefail
+top=$(cd "$(dirname "$0")/.." && pwd)
+bin=${1:?usage: build-deb.sh BINARY [OUTDIR]}
+outdir=${2:-$(dirname "$bin")}
+[ -f "$bin" ] || { echo "no binary at $bin" >&2; exit 1; }
+
+version=${VERSION:-$(sed -n 's/^let linnetVersion = "\(.*\)"/\1/p' "$top/Sources/linnet/CLI.swift")}
+[ -n "$version" ] || { echo "cannot read the version from Sources/linnet/CLI.swift" >&2; exit 1; }
+
+machine=$(readelf -h "$bin" | sed -n 's/^ *Machine: *//p')
+case "$machine" in
+  AArch64) arch=arm64; strip=aarch64-linux-gnu-strip ;;
+  *X86-64*) arch=amd64; strip=strip ;;
+  *) echo "unsupported machine '$machine'" >&2; exit 1 ;;
+esac
+
+# Depends from NEEDED: the release binary links everything but libc, libm and ALSA
+# statically (scripts/check-needed.sh enforces that).
+glibc=$(readelf -V "$bin" | grep -o 'GLIBC_[0-9][0-9.]*' | sed 's/GLIBC_//' | sort -uV | tail -n 1)
+depends=()
+for lib in $(readelf -d "$bin" | sed -n 's/.*(NEEDED).*\[\(.*\)\]/\1/p'); do
+  case "$lib" in
+    libc.so.6|libm.so.6|ld-linux-*) dep="libc6 (>= ${glibc:-2.36})" ;;
+    libasound.so.2) dep="libasound2 (>= 1.0.27)" ;;
+    *) echo "no package known for NEEDED $lib (see scripts/check-needed.sh)" >&2; exit 1 ;;
+  esac
+  [[ " ${depends[*]-} " == *" $dep"* ]] || depends+=("$dep")
+done
+depends_field=$(IFS=,; echo "${depends[*]}" | sed 's/,/, /g')
+
+stage=$(mktemp -d)
+trap 'rm -rf "$stage"' EXIT
+root=$stage/root
+install -d "$root/DEBIAN" "$root/usr/bin" "$root/lib/systemd/system" "$root/etc/linnet" \
+  "$root/usr/share/doc/linnet" "$root/usr/share/linnet/board"
+"$strip" -o "$root/usr/bin/linnet" "$bin"
+chmod 0755 "$root/usr/bin/linnet"
+install -m 0644 "$top/systemd/linnet.service" "$root/lib/systemd/system/linnet.service"
+install -m 0644 "$top/board/usb/linnet.conf" "$root/etc/linnet/linnet.conf"
+install -m 0644 "$top/README.md" "$root/usr/share/doc/linnet/README.md"
+for profile in "$top"/board/*/; do
+  name=$(basename "$profile")
+  install -d "$root/usr/share/linnet/board/$name"
+  install -m 0644 "$profile"/* "$root/usr/share/linnet/board/$name/"
+done
+install -m 0644 "$top/board/README.md" "$root/usr/share/linnet/board/README.md"
+
+echo /etc/linnet/linnet.conf > "$root/DEBIAN/conffiles"
+cat > "$root/DEBIAN/control" <<CONTROL
+Package: linnet
+Version: $version
+Architecture: $arch
+Maintainer: Linnet developers <linnet@localhost>
+Installed-Size: $(du -sk --exclude=DEBIAN "$root" | cut -f1)
+Depends: $depends_field
+Recommends: alsa-utils
+Section: sound
+Priority: optional
+Description: voice agent for Linux single-board computers
+ Captures a USB or I2S microphone with ALSA, encodes Opus and talks to a cloud
+ voice provider over its own WebRTC stack; the answer plays on the speaker. A GPIO
+ push-to-talk button and status LEDs are supported. Runs as the systemd service
+ linnet.service under its own user.
+CONTROL
+
+cat > "$root/DEBIAN/postinst" <<'SCRIPT'
+#!/bin/sh
+set -e
+if [ "$1" = configure ]; then
+    if ! getent passwd linnet >/dev/null; then
+        adduser --system --group --home /var/lib/linnet \
+            --gecos "Linnet voice agent" linnet >/dev/null
+    fi
+    # The unit asks for these groups (SupplementaryGroups=); a system without GPIO or
+    # SPI gets empty ones so that the service can still start.
+    for g in gpio spi; do
+        getent group "$g" >/dev/null || addgroup --system "$g" >/dev/null
+    done
+    for g in audio gpio spi; do
+        if getent group "$g" >/dev/null; then adduser linnet "$g" >/dev/null 2>&1 || true; fi
+    done
+    chmod 0755 /etc/linnet
+    if [ -d /run/systemd/system ]; then
+        systemctl daemon-reload || true
+        # An upgrade restarts a running agent; a first install waits to be enabled
+        # (the route and token must be set first: see the README).
+        if [ -n "$2" ]; then systemctl try-restart linnet.service || true; fi
+    fi
+fi
+exit 0
+SCRIPT
+
+cat > "$root/DEBIAN/prerm" <<'SCRIPT'
+#!/bin/sh
+set -e
+if [ "$1" = remove ] && [ -d /run/systemd/system ]; then
+    systemctl stop linnet.service || true
+fi
+exit 0
+SCRIPT
+
+cat > "$root/DEBIAN/postrm" <<'SCRIPT'
+#!/bin/sh
+set -e
+case "$1" in
+    remove)
+        [ -d /run/systemd/system ] && systemctl daemon-reload || true
+        ;;
+    purge)
+        rm -f /etc/systemd/system/multi-user.target.wants/linnet.service
+        rm -rf /etc/linnet /var/lib/linnet
+        if getent passwd linnet >/dev/null; then deluser --system linnet >/dev/null 2>&1 || true; fi
+        if getent group linnet >/dev/null; then delgroup --system linnet >/dev/null 2>&1 || true; fi
+        [ -d /run/systemd/system ] && systemctl daemon-reload || true
+        ;;
+esac
+exit 0
+SCRIPT
+chmod 0755 "$root/DEBIAN/postinst" "$root/DEBIAN/prerm" "$root/DEBIAN/postrm"
+
+mkdir -p "$outdir"
+deb=$outdir/linnet_${version}_${arch}.deb
+dpkg-deb --root-owner-group -Zxz --build "$root" "$deb" >/dev/null
+echo "built $deb ($(stat -c %s "$deb") bytes)"
