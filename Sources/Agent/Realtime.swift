@@ -164,7 +164,7 @@ extension RealtimeEvent: CustomStringConvertible {
     public var eventLogEntry: (type: String, fields: [(String, JSONValue)]) {
         switch self {
         case .sessionReady(let updated):
-            return ("session", [("state", updated ? "updated" : "created")])
+            return ("provider_session", [("state", updated ? "updated" : "created")])
         case .transcript(let role, let text, let final, let itemID):
             var fields: [(String, JSONValue)] = [("role", .string(role.rawValue)), ("text", .string(text)), ("final", .bool(final))]
             if !itemID.isEmpty { fields.append(("item", .string(itemID))) }

@@ -68,7 +68,9 @@ final class AgentRunner {
         var seed: UInt64 = 0
         if let bytes = try? parts.crypto.bytes(8) { for b in bytes { seed = seed << 8 | UInt64(b) } }
         supervisor = Supervisor(policy: policy, seed: seed)
-        conversation = Conversation(config: config)
+        var openAIRoute = false
+        if case .openai = parts.route { openAIRoute = true }
+        conversation = Conversation(config: config, openAIRoute: openAIRoute)
         stateSince = loop.now
     }
 
@@ -79,6 +81,10 @@ final class AgentRunner {
         try audio.start()
         conversation.send = { text in self.activeSession?.sendEvent(text) }
         conversation.log = { type, fields in self.log(type, fields) }
+        conversation.onExpired = {
+            // The provider's limit came before our rollover: replace the session now.
+            if let id = self.activeID { self.supervisor.ended(id, now: self.loop.now); self.drive() }
+        }
         tickPlayout(at: loop.now + .milliseconds(20))
         if config.statsSeconds > 0 { tickStats(every: .seconds(Int64(config.statsSeconds))) }
         if let notifier {
@@ -161,6 +167,7 @@ final class AgentRunner {
         case .switchAudio(let id):
             let previous = activeID
             activeID = id
+            conversation.reset()
             if let s = sessions[id] {
                 if let ms = s.connectMilliseconds ?? s.offerSentAt.map({ (loop.now - $0).milliseconds }) { lastConnectMilliseconds = ms }
                 log("audio", [("session", .number(JSONNumber(id))), ("from", previous.map { .number(JSONNumber($0)) } ?? .null)])

@@ -249,6 +249,67 @@ func isState(_ line: String, _ state: String) -> Bool {
         #expect(t.status == 65 && t.err.contains("unusable"), "\(t.err)")
     }
 
+    /// The OpenAI route against the aiortc peer's scripted Realtime server: the device
+    /// token buys an ephemeral key at --token-url, the call is made with that key, and
+    /// push-to-talk (SIGUSR1 toggles) sends exactly session.update, clear, commit,
+    /// response.create; the transcripts come back as user:/assistant: lines. A press
+    /// too short to commit sends its clear and nothing else. SIGTERM hangs up.
+    @Test func openAIPushToTalkFlow() throws {
+        guard let python = InteropPeer.require() else { return }
+        let peer = try InteropPeer(python: python, mode: "openai", extra: ["--ephemeral", "--token", "device-secret"], name: "openai")
+        let token = temporary("openai-token"), input = temporary("openai-in.wav"), log = temporary("openai-run.log")
+        defer { unlink(token); unlink(input); unlink(log) }
+        try "device-secret\n".write(toFile: token, atomically: true, encoding: .utf8)
+        try WAVFile.write(input, rate: 48_000, channels: 1, bits: 16,
+                          samples: Signal.tone(300, amplitude: 0.2, seconds: 2, rate: 48_000).map { Int32($0 * 32_767) })
+        let base = "http://127.0.0.1:\(peer.port)"
+        let agent = try LineProcess(Linnet.executable.path,
+                                    ["run", "--openai", "--token-url", base + "/token", "--openai-url", base + "/v1/realtime/calls",
+                                     "--token-file", token, "--turn-detection", "ptt", "--input", input, "--loop-input", "--playback", "none",
+                                     "--events", "-", "--stats-seconds", "1"], stderr: log)
+        defer { agent.stop() }
+        func type(_ t: String, _ extra: (([String: Any]) -> Bool)? = nil) -> (String) -> Bool {
+            { line in
+                guard let e = event(line), e["type"] as? String == t else { return false }
+                return extra?(e) ?? true
+            }
+        }
+        #expect(agent.waitFor(type("provider_session") { $0["state"] as? String == "updated" }) != nil)
+        agent.signal(SIGUSR1)  // press
+        #expect(agent.waitFor(type("ptt") { $0["talking"] as? Bool == true }) != nil)
+        // Two stats ticks: at least a second of (unmuted) audio went out.
+        #expect(agent.waitFor(type("stats")) != nil)
+        #expect(agent.waitFor(type("stats")) != nil)
+        agent.signal(SIGUSR1)  // release
+        let user = agent.waitFor(type("transcript") { $0["role"] as? String == "user" })
+        #expect(user.flatMap { event($0)?["text"] as? String } == "hello linnet")
+        let assistant = agent.waitFor(type("transcript") { $0["role"] as? String == "assistant" })
+        #expect(assistant.flatMap { event($0)?["text"] as? String } == "Hi, this is the test provider.")
+        // A tap: pressed and released at once.
+        #expect(agent.waitFor(type("speaking") { $0["on"] as? Bool == false }) != nil)
+        agent.signal(SIGUSR1)
+        #expect(agent.waitFor(type("ptt") { $0["talking"] as? Bool == true }) != nil)
+        agent.signal(SIGUSR1)
+        #expect(agent.waitFor(type("ptt_too_short")) != nil)
+        agent.signal(SIGTERM)
+        #expect(agent.waitFor { isState($0, "closed") } != nil)
+        agent.process.waitUntilExit()
+        #expect(agent.process.terminationStatus == 0)
+        let report = try peer.stop()
+        let call = (report["sessions"] as? [[String: Any]])?.first ?? [:]
+        let received = (call["openai_events_received"] as? [[String: Any]] ?? []).compactMap { $0["type"] as? String }
+        #expect(received == ["session.update", "input_audio_buffer.clear", "input_audio_buffer.commit", "response.create",
+                             "input_audio_buffer.clear"], "\(received)")
+        let sentByPeer = call["openai_events_sent"] as? [String] ?? []
+        #expect(!sentByPeer.contains("error"), "the scripted server reported an error: \(sentByPeer)")
+        let text = (try? String(contentsOfFile: log, encoding: .utf8)) ?? ""
+        #expect(text.contains("user: hello linnet") && text.contains("assistant: Hi, this is the test provider."))
+        #expect(!text.contains("device-secret") && !text.contains("ek_"), "no token in the log")
+        let http = report["http"] as? [[String: Any]] ?? []
+        #expect(http.contains { ($0["path"] as? String) == "/token" && ($0["status"] as? Int) == 200 })
+        #expect(http.contains { ($0["path"] as? String)?.hasSuffix("/hangup") == true && ($0["status"] as? Int) == 200 })
+    }
+
     /// A 401 is a configuration problem: "check the token", a long back-off, and with
     /// max-attempts the configuration exit status (78).
     @Test func unauthorizedSaysCheckTheToken() throws {

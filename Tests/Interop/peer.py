@@ -1009,6 +1009,7 @@ class PeerServer:
         self.ended: list[Session] = []
         self.http_log: list = []
         self.offers_seen = 0
+        self.ephemeral_keys: set = set()
         self.started = time.monotonic()
         self.started_iso = now_iso()
         self.recorder = WavRecorder(args.record) if args.record else None
@@ -1118,9 +1119,14 @@ class PeerServer:
             writer.close()
 
     def authorized(self, request: Request) -> bool:
+        bearer = request.headers.get("authorization", "")
+        # --ephemeral: OpenAI calls take a key handed out by POST /token (as a backend
+        # mints client secrets); the device's own token is only for /token itself.
+        if self.args.ephemeral and request.path.startswith("/v1/realtime/calls"):
+            return bearer.startswith("Bearer ") and bearer[7:] in self.ephemeral_keys
         if not self.args.token:
             return True
-        return request.headers.get("authorization", "") == f"Bearer {self.args.token}"
+        return bearer == f"Bearer {self.args.token}"
 
     def injected_failure(self, route: str) -> Optional[Response]:
         """--fail-status: the offer is answered with an error, as a broken provider would.
@@ -1154,6 +1160,14 @@ class PeerServer:
         if not self.authorized(request):
             return Response(401, json.dumps({"error": "unauthorized"}).encode(),
                             "application/json", {"WWW-Authenticate": 'Bearer realm="linnet-interop"'})
+
+        # The backend's ephemeral-key route (its shape follows OpenAI's client_secrets).
+        if segments == ["token"] and self.args.ephemeral:
+            if method != "POST":
+                return Response(405, headers={"Allow": "POST"})
+            key = new_id("ek_")
+            self.ephemeral_keys.add(key)
+            return json_response(200, {"value": key, "expires_at": int(time.time()) + 60})
 
         # WHIP (RFC 9725)
         if segments == ["whip"]:
@@ -1308,6 +1322,8 @@ def parse_args(argv=None):
     p.add_argument("--seconds", type=float, default=0, help="exit after N seconds (0: never)")
     p.add_argument("--once", action="store_true", help="exit when the first call ends")
     p.add_argument("--token", help="require Authorization: Bearer TOKEN on every request")
+    p.add_argument("--ephemeral", action="store_true",
+                   help="serve POST /token → {\"value\": ek_…} and require such a key on /v1/realtime/calls")
     p.add_argument("--fail-status", type=int, help="answer every offer with this status")
     p.add_argument("--fail-count", type=int, help="with --fail-status: only the first K offers")
     p.add_argument("--retry-after", type=int, help="with --fail-status: a Retry-After header")
