@@ -11,6 +11,7 @@ import Signaling
 import DTLS
 import Peer
 import Agent
+import Devices
 import Codec
 import Audio
 
@@ -41,6 +42,8 @@ final class AgentRunner {
     var playoutTimer: EventLoop.TimerID?
     var statsTimer: EventLoop.TimerID?
     var watchdog: WatchdogDriver?
+    var button: ButtonInput?
+    var lights: Lights?
     var conversation: Conversation
     /// Lines to send on the events channel of every new session (`send` key).
     var sendOnOpen: [String] = []
@@ -86,6 +89,10 @@ final class AgentRunner {
             if let id = self.activeID { self.supervisor.ended(id, now: self.loop.now); self.drive() }
         }
         tickPlayout(at: loop.now + .milliseconds(20))
+        if let lights {
+            lights.state = { self.lightState() }
+            lights.start()
+        }
         if config.statsSeconds > 0 { tickStats(every: .seconds(Int64(config.statsSeconds))) }
         if let notifier {
             // READY once the loop runs (Type=notify, sd_notify(3)).
@@ -121,6 +128,8 @@ final class AgentRunner {
         if let t = statsTimer { loop.cancel(t) }
         if let t = supervisorTimer { loop.cancel(t) }
         watchdog?.stop()
+        button?.close()
+        lights?.close()
         audio.stop()
         _ = notifier?.stopping()
         onStopped(exitStatus)
@@ -311,6 +320,37 @@ final class AgentRunner {
     }
 
     var talking = false
+
+    /// The button's events: talk (hold, or toggle's alternation) and the long press,
+    /// which ends the conversation and starts a fresh one (a new provider session).
+    func button(_ e: ButtonEvent) {
+        switch e {
+        case .talk(let down):
+            talking = down
+            talk(down)
+        case .longPress:
+            Log.info("long press: starting a new conversation")
+            log("ptt", [("long_press", .bool(true))])
+            if let id = activeID {
+                supervisor.ended(id, now: loop.now)
+                drive()
+            }
+        }
+    }
+
+    /// What the status LEDs show.
+    func lightState() -> (LightState, Double) {
+        let level = audio.meter.map { StatusPattern.level(dBFS: $0.rmsDBFS) } ?? 0
+        switch supervisor.state {
+        case .new, .closed: return (.idle, 0)
+        case .connecting: return (.connecting, 0)
+        case .disconnected, .failed: return (.error, 0)
+        case .connected:
+            if conversation.assistantSpeaking { return (.speaking, 0) }
+            if audio.mute.isMuted { return (.muted, 0) }
+            return (.listening, level)
+        }
+    }
 
     /// The terminal key and SIGUSR1 toggle: talk / stop talking (ptt), mute / unmute.
     func toggle() {

@@ -16,6 +16,7 @@ final class Conversation {
     var onExpired: () -> Void = {}
     var lastUserText: String?
     var lastAssistantText: String?
+    var assistantSpeaking = false
 
     init(config: Config, openAIRoute: Bool) {
         var s = RealtimeSettings(config: config)
@@ -32,7 +33,10 @@ final class Conversation {
     }
 
     /// A new provider session carries the audio: start its conversation afresh.
-    func reset() { machine = RealtimeConversation(settings: settings) }
+    func reset() {
+        machine = RealtimeConversation(settings: settings)
+        assistantSpeaking = false
+    }
 
     func channelOpened(now: Instant) {
         machine.channelOpened(now: now)
@@ -84,7 +88,10 @@ final class Conversation {
             Log.warning(e.description)
         case .tooShort:
             Log.info(e.description)
-        case .sessionReady, .speaking, .userSpeech:
+        case .speaking(let on):
+            assistantSpeaking = on
+            Log.debug(e.description)
+        case .sessionReady, .userSpeech:
             Log.debug(e.description)
         }
         let entry = e.eventLogEntry

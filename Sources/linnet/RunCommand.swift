@@ -150,6 +150,8 @@ enum RunCommand {
                 }
             }
         }
+        runner.button = try ButtonInput.open(config: config, loop: loop) { e in runner.button(e) }
+        runner.lights = Lights.open(config: config, loop: loop)
         let terminal = TerminalKeys(loop: loop) { key in
             if key == UInt8(ascii: " ") { runner.toggle() }
         }

@@ -310,6 +310,20 @@ func isState(_ line: String, _ state: String) -> Bool {
         #expect(http.contains { ($0["path"] as? String)?.hasSuffix("/hangup") == true && ($0["status"] as? Int) == 200 })
     }
 
+    /// This machine has no GPIO chip: a required button is a clear error (69) naming what
+    /// is missing, an optional one a warning and the agent goes on (here to its first
+    /// attempt, which max-attempts ends).
+    @Test func missingButton() throws {
+        let required = try Linnet.run(["run", "--whip", "http://127.0.0.1:9/whip", "--ptt", "GPIO17", "--ptt-required",
+                                       "--capture", "none", "--playback", "none"])
+        #expect(required.status == 69, "\(required.err)")
+        #expect(required.err.contains("push-to-talk button") && required.err.contains("GPIO"), "\(required.err)")
+        let optional = try Linnet.run(["run", "--whip", "http://127.0.0.1:9/whip", "--ptt", "GPIO17", "--max-attempts", "1",
+                                       "--capture", "none", "--playback", "none"])
+        #expect(optional.err.contains("carrying on without it"), "\(optional.err)")
+        #expect(optional.err.contains("giving up after 1 failed attempt"), "\(optional.err)")
+    }
+
     /// A 401 is a configuration problem: "check the token", a long back-off, and with
     /// max-attempts the configuration exit status (78).
     @Test func unauthorizedSaysCheckTheToken() throws {
