@@ -67,7 +67,9 @@ final class AgentRunner {
         self.audio = audio
         var policy = SupervisorPolicy()
         policy.maximumSessionAge = .seconds(Int64(config.maximumSessionSeconds))
-        if case .whip = parts.route { policy.iceRestart = false }  // needs Peer ICE restart; see the issue note
+        // WHIP can restart ICE (where the endpoint gave an ETag; a session without one
+        // reports that at once and a fresh session follows).
+        if case .whip = parts.route { policy.iceRestart = true }
         var seed: UInt64 = 0
         if let bytes = try? parts.crypto.bytes(8) { for b in bytes { seed = seed << 8 | UInt64(b) } }
         supervisor = Supervisor(policy: policy, seed: seed)
@@ -170,9 +172,16 @@ final class AgentRunner {
             if reason != .initial { reconnects += 1 }
             startSession(id, reason: reason)
         case .restartICE(let id):
-            // The WHIP ICE restart (PATCH with the new ufrag/pwd) needs Peer support that
-            // is not there yet: report it as unavailable so a fresh session follows.
-            supervisor.restartFailed(id, now: loop.now)
+            guard let s = sessions[id] else { return supervisor.restartFailed(id, now: loop.now) }
+            log("ice_restart", [("session", .number(JSONNumber(id)))])
+            s.restartICE { ok in
+                if !ok {
+                    self.supervisor.restartFailed(id, now: self.loop.now)
+                    self.drive()
+                }
+                // On success the session reports `connected` once checks succeed; the
+                // supervisor's restart timeout covers the case where they do not.
+            }
         case .switchAudio(let id):
             let previous = activeID
             activeID = id

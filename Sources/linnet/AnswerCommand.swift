@@ -35,6 +35,7 @@ final class Answerer {
         var toneTimer: EventLoop.TimerID?
         /// Echoes waiting for room in the SCTP send buffer (channel, bytes, text).
         var echoes: [(UInt16, [UInt8], Bool)] = []
+        var restarts = 0
         init(id: String, call: Call, started: Instant) {
             self.id = id
             self.call = call
@@ -93,8 +94,29 @@ final class Answerer {
             }
             let offer = String(decoding: request.body, as: UTF8.self)
             offerReceived(offer, respond: respond) { id, answer in
-                HTTPResponse(status: 201, headers: HTTPHeaders([("Content-Type", "application/sdp"), ("Location", "/whip/\(id)")]),
+                // An ETag says ICE restarts are welcome (RFC 9725 §4.3.1).
+                HTTPResponse(status: 201, headers: HTTPHeaders([("Content-Type", "application/sdp"), ("Location", "/whip/\(id)"),
+                                                                ("ETag", "\"\(id)-1\"")]),
                              body: Array(answer.utf8))
+            }
+        case ("PATCH", 2) where parts[0] == "whip":
+            // ICE restart (RFC 9725 §4.3.2): an RFC 8840 fragment with new credentials in,
+            // ours out, DTLS and SRTP untouched.
+            guard let s = sessions[parts[1]] else { respond(textResponse(404, "no such session")); return }
+            guard request.headers["Content-Type"].map({ lowercasedASCII($0).hasPrefix("application/trickle-ice-sdpfrag") }) ?? false else {
+                respond(textResponse(415, "ICE restarts are application/trickle-ice-sdpfrag"))
+                return
+            }
+            do throws(PeerError) {
+                let fragment = try s.call.peer.acceptRestartFragment(String(decoding: request.body, as: UTF8.self), now: loop.now)
+                s.call.pump()
+                s.restarts += 1
+                Log.info("answer: session \(s.id): ICE restart")
+                respond(HTTPResponse(status: 200, headers: HTTPHeaders([("Content-Type", "application/trickle-ice-sdpfrag"),
+                                                                       ("ETag", "\"\(s.id)-\(s.restarts + 1)\"")]),
+                                     body: Array(fragment.utf8)))
+            } catch {
+                respond(textResponse(400, error.description))
             }
         case ("DELETE", 2) where parts[0] == "whip":
             guard closeSession(parts[1]) != nil else { respond(textResponse(404, "no such session")); return }

@@ -317,6 +317,45 @@ final class ProviderSession {
         return false
     }
 
+    /// ICE restart through WHIP (RFC 9725 §4.3.2): new credentials in an RFC 8840
+    /// fragment `PATCH`ed to the session's resource; the answer's fragment is applied.
+    /// DTLS, SRTP and the data channels carry on. `done(false)`: it cannot be done (no
+    /// ETag, the server refused it, or its answer is unusable).
+    func restartICE(_ done: @escaping (Bool) -> Void) {
+        guard canRestartICE, let resource, !closing else { return done(false) }
+        do throws(PeerError) { _ = try call.peer.restartICE(now: loop.now) } catch {
+            Log.warning("session \(id): cannot restart ICE: \(error)")
+            return done(false)
+        }
+        call.pump()
+        var h = headers("application/trickle-ice-sdpfrag")
+        h.add("If-Match", "\"*\"")
+        let request = HTTPRequest(method: "PATCH", url: resource, headers: h, body: Array(call.peer.iceRestartFragment().utf8))
+        Log.info("session \(id): ICE restart → \(resource)")
+        http(request, .seconds(5)) { result in
+            guard !self.closing else { return }
+            switch result {
+            case .success(let r) where r.status == 200:
+                do throws(PeerError) {
+                    try self.call.peer.applyRemoteRestart(r.bodyText, now: self.loop.now)
+                    self.call.pump()
+                    if let tag = r.headers["ETag"] { self.etag = tag }
+                    done(true)
+                } catch {
+                    Log.warning("session \(self.id): the ICE restart answer is unusable: \(error)")
+                    done(false)
+                }
+            case .success(let r):
+                Log.info("session \(self.id): ICE restart refused (\(r.status) \(r.reason))")
+                self.etag = nil
+                done(false)
+            case .failure(let e):
+                Log.info("session \(self.id): ICE restart failed: \(e)")
+                done(false)
+            }
+        }
+    }
+
     /// Ends the session: provider-side close first (a DELETE for a session the peer
     /// already saw end would be refused), then the peer's own (BYE, close_notify).
     /// Best effort and bounded: a provider that does not answer must not keep the

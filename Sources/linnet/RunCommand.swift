@@ -10,6 +10,7 @@ import DTLS
 import Peer
 import Agent
 import Audio
+import Devices
 
 enum RunCommand {
     static func run(_ args: [String]) -> ExitStatus {
