@@ -34,7 +34,7 @@ packages=(
   gcc-aarch64-linux-gnu binutils-aarch64-linux-gnu libc6-dev:arm64
   libasound2-dev:arm64 libopus-dev:arm64 libmbedtls-dev:arm64 libgpiod-dev:arm64
   # running arm64 binaries here, rebuilding libsrtp, ALSA tools, measuring
-  qemu-user-static cmake dpkg-dev pkg-config alsa-utils valgrind python3 binutils
+  qemu-user-static cmake dpkg-dev pkg-config alsa-utils valgrind python3 binutils systemd adduser openssl
 )
 
 missing=()
