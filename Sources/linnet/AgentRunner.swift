@@ -476,6 +476,7 @@ final class WatchdogDriver {
     var timer: EventLoop.TimerID?
     var withheld = false
     var pings = 0
+    var checks = 0
 
     init(loop: EventLoop, notifier: SystemdNotifier, interval: Duration, progress: @escaping () -> PipelineProgress) {
         self.loop = loop
@@ -494,6 +495,7 @@ final class WatchdogDriver {
     }
 
     func check() {
+        checks += 1
         switch health.check(progress(), now: loop.now) {
         case .ping:
             if withheld { Log.info("watchdog: the pipeline moves again") }
