@@ -59,3 +59,23 @@ bench: size release
 
 clean:
 	rm -rf .build build
+
+# --- Fuzzing and sanitizers (issue 8) ------------------------------------------------
+.PHONY: fuzz fuzz-ci sanitize tsan
+FUZZ_SECONDS ?= 60
+
+## fuzz: every libFuzzer target in Fuzz/ for FUZZ_SECONDS (60) each; fails on a finding
+fuzz: deps
+	scripts/fuzz.sh $(FUZZ_SECONDS)
+
+## fuzz-ci: the short pass CI runs (10 s a target)
+fuzz-ci: deps
+	scripts/fuzz.sh 10
+
+## sanitize: the whole test suite under AddressSanitizer (.build-asan)
+sanitize: deps
+	scripts/sanitize.sh address
+
+## tsan: the threaded tests (rings, hook switching, loop hand-off, audio threads) under ThreadSanitizer (.build-tsan)
+tsan: deps
+	scripts/sanitize.sh thread
