@@ -22,6 +22,7 @@ let targets: [(name: String, deps: [Target.Dependency])] = [
     ("fuzz_rtp", ["FuzzSupport"]),
     ("fuzz_rtcp", ["FuzzSupport"]),
     ("fuzz_sctp", ["FuzzSupport"]),
+    ("fuzz_sctp_association", ["FuzzSupport"]),
     ("fuzz_dcep", ["FuzzSupport"]),
     ("fuzz_dtls", ["FuzzSupport"]),
     ("fuzz_json", ["FuzzSupport"]),

@@ -213,6 +213,23 @@ def sctp():
     write("sctp", "shutdown-ack-complete", sctp_packet(0xA1B2C3D4, chunk(8, 0, b""), chunk(14, 1, b"")))
     write("sctp", "unknown-chunks", sctp_packet(0xA1B2C3D4, chunk(0x40, 0, b"skip"), chunk(0xC1, 0, b"report"), chunk(0x3F, 0, b"stop")))
 
+    # The association target takes pieces; tags and checksums are fixed up by the harness.
+    tsn = 0
+    def data(stream, ssn, ppid, payload, flags=0x03):
+        nonlocal tsn
+        tsn += 1
+        return chunk(0, flags, struct.pack(">IHHI", tsn, stream, ssn, ppid) + payload)
+    write("sctp_association", "open-send-close", pieces(
+        sctp_packet(0, data(1, 0, 50, dcep_open(b"peer-chan"))),
+        sctp_packet(0, data(1, 1, 51, b"hello"), data(1, 2, 53, bytes(300), flags=0x02), data(1, 2, 53, bytes(10), flags=0x01)),
+        sctp_packet(0, chunk(3, 0, struct.pack(">IIHH", 0, 65536, 1, 0) + struct.pack(">HH", 2, 4))),
+        sctp_packet(0, chunk(192, 0, struct.pack(">IHH", 5, 1, 3))),
+        sctp_packet(0, chunk(130, 0, param(13, struct.pack(">III", 7, 0, 5) + struct.pack(">H", 1)))),
+        sctp_packet(0, chunk(4, 0, param(1, bytes(8)))),
+        sctp_packet(0, chunk(7, 0, struct.pack(">I", 4))),
+        sctp_packet(0, chunk(6, 0, b""))))
+    write("sctp_association", "init-collision", pieces(sctp_packet(0, chunk(1, 0, init)), sctp_packet(0, chunk(10, 0, cookie))))
+
     write("dcep", "open-reliable", dcep_open(b"oai-events"))
     write("dcep", "open-unordered-rexmit", dcep_open(b"chat", b"json", ctype=0x81, param_value=3))
     write("dcep", "open-timed", dcep_open("lab\u00e9l".encode(), ctype=0x02, param_value=250, priority=512))
