@@ -72,9 +72,9 @@ fuzz: deps
 fuzz-ci: deps
 	scripts/fuzz.sh 10
 
-## sanitize: the whole test suite under AddressSanitizer (.build-asan)
+## sanitize: the whole test suite under AddressSanitizer (.build-asan), interop peer included as in `make test`
 sanitize: deps
-	scripts/sanitize.sh address
+	LINNET_AIORTC_PYTHON="$$(Tests/Interop/setup.sh | tail -n 1)" scripts/sanitize.sh address
 
 ## tsan: the threaded tests (rings, hook switching, loop hand-off, audio threads) under ThreadSanitizer (.build-tsan)
 tsan: deps
