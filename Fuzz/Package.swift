@@ -2,7 +2,7 @@
 //
 // Linnet's fuzz targets: a separate package so that libFuzzer (which brings its own
 // `main`) never touches the root package's `swift build` / `swift test`. Build and run
-// them with scripts/fuzz.sh (which passes `--sanitize=fuzzer --sanitize=address`, so the
+// them with scripts/fuzz.sh (which passes `-Xswiftc -sanitize=fuzzer,address`, so the
 // root's modules are compiled with coverage instrumentation and ASan as well).
 //
 // One executable per parser. Each defines `LLVMFuzzerTestOneInput` and is compiled with

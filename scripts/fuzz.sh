@@ -27,16 +27,23 @@ if [ "$(basename "$PWD" | tr 'A-Z' 'a-z')" = fuzz ]; then
     tar --exclude=./.build --exclude='./.build-*' --exclude=./build --exclude=./.git -cf - . | tar -C "$src" -xf -
 fi
 
-echo "== building fuzz targets (swift build --sanitize=fuzzer --sanitize=address)"
+# One `-sanitize=fuzzer,address`, not SwiftPM's `--sanitize=fuzzer --sanitize=address`:
+# SwiftPM passes those as two flags in no fixed order and the Swift driver keeps only
+# the last, so a build came out with coverage but no ASan, or ASan but no coverage
+# (libFuzzer then says "no interesting inputs … is the code instrumented?").
+# `--sanitize=fuzzer` stays for SwiftPM's sake: with it, SwiftPM links the executables
+# without its own `main`, so libFuzzer's is used; the -Xswiftc flag comes last and wins.
+sanitize=(--sanitize=fuzzer -Xswiftc -sanitize=fuzzer,address)
+echo "== building fuzz targets (-sanitize=fuzzer,address)"
 start=$(date +%s)
 # (ld.gold warns "Cannot export local symbol" for every ASan helper: noise, filtered.)
 if ! swift build --package-path "$src/Fuzz" --scratch-path "$FUZZ_DIR/build" \
-        --sanitize=fuzzer --sanitize=address >"$FUZZ_DIR/build.log" 2>&1; then
+        "${sanitize[@]}" >"$FUZZ_DIR/build.log" 2>&1; then
     grep -v "Cannot export local symbol" "$FUZZ_DIR/build.log" | tail -40
     exit 1
 fi
 grep -v "Cannot export local symbol" "$FUZZ_DIR/build.log" | tail -1
-bin="$(swift build --package-path "$src/Fuzz" --scratch-path "$FUZZ_DIR/build" --sanitize=fuzzer --sanitize=address --show-bin-path)"
+bin="$(swift build --package-path "$src/Fuzz" --scratch-path "$FUZZ_DIR/build" "${sanitize[@]}" --show-bin-path)"
 echo "BENCH fuzz_build_seconds $(( $(date +%s) - start )) s"
 
 if [ $# -gt 0 ]; then
@@ -66,7 +73,11 @@ for t in "${targets[@]}"; do
     set -e
     execs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$log" | tail -1)
     rate=$(sed -n 's/^stat::average_exec_per_sec: *//p' "$log" | tail -1)
-    cov=$(grep -o 'cov: [0-9]*' "$log" | tail -1 | cut -d' ' -f2)
+    cov=$(grep -o 'cov: [0-9]*' "$log" | tail -1 | cut -d' ' -f2 || true)
+    if ! grep -q "^INFO: Loaded 1 modules" "$log"; then
+        echo "fuzz_$t has no coverage instrumentation (see $log)" >&2
+        exit 1
+    fi
     echo "BENCH fuzz_execs_$t ${execs:-0} execs"
     echo "   ${rate:-0} execs/s, coverage ${cov:-?} edges, corpus $(ls "$work" | wc -l) units"
     if [ $rc -ne 0 ]; then
