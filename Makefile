@@ -84,3 +84,23 @@ bench: bench-board
 bench-board: deb
 	@scripts/check-unit.sh
 	@echo "BENCH deb_arm64_bytes $$(stat -c %s build/linnet_$$(sed -n 's/^let linnetVersion = "\(.*\)"/\1/p' Sources/linnet/CLI.swift)_arm64.deb) bytes"
+
+# --- Fuzzing and sanitizers (issue 8) ------------------------------------------------
+.PHONY: fuzz fuzz-ci sanitize tsan
+FUZZ_SECONDS ?= 60
+
+## fuzz: every libFuzzer target in Fuzz/ for FUZZ_SECONDS (60) each; fails on a finding
+fuzz: deps
+	scripts/fuzz.sh $(FUZZ_SECONDS)
+
+## fuzz-ci: the short pass CI runs (10 s a target)
+fuzz-ci: deps
+	scripts/fuzz.sh 10
+
+## sanitize: the whole test suite under AddressSanitizer (.build-asan), interop peer included as in `make test`
+sanitize: deps
+	AIORTC_PYTHON="$$(Tests/Interop/setup.sh | tail -n 1)" scripts/sanitize.sh address
+
+## tsan: the threaded tests (rings, hook switching, loop hand-off, audio threads) under ThreadSanitizer (.build-tsan)
+tsan: deps
+	scripts/sanitize.sh thread

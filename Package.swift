@@ -14,6 +14,10 @@ let package = Package(
     name: "Linnet",
     products: [
         .executable(name: "linnet", targets: ["linnet"]),
+        // For the fuzz package in Fuzz/ (a separate package, so libFuzzer's main never
+        // meets `swift build`/`swift test` here): the modules that parse outside bytes.
+        .library(name: "LinnetParsers",
+                 targets: ["Wire", "JSON", "SDP", "ICE", "DTLS", "RTP", "SCTP", "Signaling", "Audio", "Agent"]),
     ],
     targets: [
         // C libraries (module maps plus the thinnest shims).

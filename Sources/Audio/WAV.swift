@@ -124,7 +124,10 @@ public enum WAV {
     /// A 44-byte canonical PCM header for `dataLength` bytes of samples.
     public static func header(sampleRate: Int, channels: Int, format: SampleFormat = .s16LE, dataLength: Int) -> [UInt8] {
         var out = [UInt8](repeating: 0, count: 44)
-        let bits = format == .s24_3LE ? 24 : format.bytesPerSample * 8
+        // Both 24-bit layouts say 24 bits; the block align (3 or 4 bytes a sample) tells
+        // them apart, as `parseFormat` reads it. Writing 32 for S24_LE, as this once did,
+        // labelled 24-bit samples as 32-bit ones, 48 dB too quiet (found by fuzz_wav).
+        let bits = format == .s24_3LE || format == .s24LE ? 24 : format.bytesPerSample * 8
         let blockAlign = channels * format.bytesPerSample
         out.withUnsafeMutableBytes { raw in
             var w = ByteWriter(raw)

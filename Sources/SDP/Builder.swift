@@ -123,6 +123,7 @@ extension SessionDescription {
     public static func answer(to offer: SessionDescription, _ local: LocalDescription,
                               role: DTLSRole = .client) throws(SDPError) -> SessionDescription {
         try local.validate()
+        try offer.checkUniqueMids()
         guard let audioIndex = offer.media.firstIndex(where: { $0.kind == .audio && !$0.isRejected }) else {
             throw .noAudio
         }

@@ -75,6 +75,8 @@ extension NegotiatedSession {
 
     private static func negotiate(offer: SessionDescription, answer: SessionDescription,
                                   localIsOfferer: Bool) throws(SDPError) -> NegotiatedSession {
+        try offer.checkUniqueMids()
+        try answer.checkUniqueMids()
         guard let offerAudio = offer.audioIndex, answer.audioIndex != nil else { throw .noAudio }
         guard offer.media[offerAudio].opusPayloadType != nil else {
             throw .opusNotOffered(codecs: offer.media[offerAudio].codecSummary)
@@ -194,5 +196,19 @@ extension NegotiatedSession {
             throw .mediaMismatch(reason: "the offer has \(offer.media.count) m-lines, the answer \(answer.media.count)")
         }
         return index
+    }
+}
+
+extension SessionDescription {
+    /// Sections are matched by mid (RFC 8843, RFC 3264 §6 by position only as a fallback),
+    /// so a repeated mid would pair the offer's audio with some other section; refused
+    /// before building or checking an answer (found by the fuzz_sdp target: an offer with
+    /// two `a=mid:0` got an answer that its own negotiation then rejected).
+    func checkUniqueMids() throws(SDPError) {
+        var seen = Set<String>()
+        for section in media {
+            guard let mid = section.mid else { continue }
+            if !seen.insert(mid).inserted { throw .duplicateMid(mid) }
+        }
     }
 }

@@ -53,6 +53,9 @@ public enum SDPError: Error, Equatable, Sendable {
     case rtcpMuxRequired
     /// The answer's m-lines do not line up with the offer's (RFC 3264 §6).
     case mediaMismatch(reason: String)
+    /// Two m-sections of one description carry the same `a=mid` (RFC 5888 §4: the
+    /// identification tags are unique), so sections cannot be matched by mid.
+    case duplicateMid(String)
     /// A value given to the builder would break the text (line breaks, spaces in a
     /// token, out of range): `field` names it.
     case invalidValue(field: String)
@@ -89,6 +92,8 @@ extension SDPError: CustomStringConvertible {
             return "SDP: the offer's audio section has no a=rtcp-mux; RTP and RTCP on separate ports are not supported"
         case .mediaMismatch(let reason):
             return "SDP: the answer does not match the offer: \(reason)"
+        case .duplicateMid(let mid):
+            return "SDP: two m-sections have the same a=mid:\(mid)"
         case .invalidValue(let field):
             return "SDP: cannot write \(field): the value is empty, out of range or contains characters SDP does not allow"
         }

@@ -81,6 +81,7 @@ public struct HTTPURL: Sendable, Equatable, CustomStringConvertible {
     /// Parses `http://host[:port]/path?query` or `https://…`; IPv6 hosts in brackets.
     /// User info and fragments are refused or dropped (credentials go in headers).
     public init(_ text: String) throws(HTTPError) {
+        guard HTTPURL.usable(text) else { throw .badURL(text) }
         let lower = lowercased(text)
         let rest: Substring
         if lower.hasPrefix("http://") {
@@ -129,8 +130,17 @@ public struct HTTPURL: Sendable, Equatable, CustomStringConvertible {
 
     public var description: String { (secure ? "https://" : "http://") + hostHeader + target }
 
+    /// RFC 3986 §2 has no space or control character in a URI; the target and host are
+    /// written verbatim into the request line and the Host header, so one there (a lone
+    /// CR, a space in a `Location`) would garble or split the next request (found by
+    /// fuzz_http_response). Percent-encoded forms are fine.
+    static func usable(_ text: String) -> Bool {
+        !text.utf8.contains { $0 <= 0x20 || $0 == 0x7F }
+    }
+
     /// Resolves a `Location` value (absolute, or a path relative to this URL's origin).
     public func resolving(_ location: String) throws(HTTPError) -> HTTPURL {
+        guard HTTPURL.usable(location) else { throw .badURL(location) }
         let lower = lowercased(location)
         if lower.hasPrefix("http://") || lower.hasPrefix("https://") { return try HTTPURL(location) }
         if location.hasPrefix("//") { return try HTTPURL((secure ? "https:" : "http:") + location) }
@@ -374,7 +384,10 @@ struct HTTPMessageParser {
                     if buffer.count > 1024 { throw .malformed("chunk size line too long") }
                     return
                 }
-                let sizeText = String(decoding: line, as: UTF8.self).split(separator: ";", maxSplits: 1)[0].trimmingSpaces
+                // Not omitting empty pieces: an empty size line must give one empty field
+                // (refused below), not an empty array (a trap found by fuzz_http_request).
+                let sizeText = String(decoding: line, as: UTF8.self)
+                    .split(separator: ";", maxSplits: 1, omittingEmptySubsequences: false)[0].trimmingSpaces
                 guard let size = Int(sizeText, radix: 16), size >= 0, sizeText.utf8.count <= 8 else {
                     throw .malformed("bad chunk size '\(sizeText)'")
                 }

@@ -6,6 +6,9 @@
 
 #include <stddef.h>
 
+/// 1 when the interposition is compiled in; 0 in sanitizer builds, whose runtime owns
+/// malloc (then every count below is 0).
+int alloc_counter_available(void);
 /// Starts counting allocation calls made on the current thread (resets the count).
 void alloc_counter_begin(void);
 /// Stops counting on the current thread and returns the number of malloc, calloc,
