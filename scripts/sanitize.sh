@@ -26,7 +26,7 @@ export ASAN_SYMBOLIZER_PATH="${ASAN_SYMBOLIZER_PATH:-/opt/swift/usr/bin/llvm-sym
 export TSAN_SYMBOLIZER_PATH="${TSAN_SYMBOLIZER_PATH:-/opt/swift/usr/bin/llvm-symbolizer}"
 export SWIFT_BACKTRACE=enable=no
 # Tests that spawn `linnet` or the aiortc peer: the interop peer is only used when
-# LINNET_AIORTC_PYTHON (or build/interop-venv) is there; here it is left to whoever
+# AIORTC_PYTHON (or build/interop-venv) is there; here it is left to whoever
 # calls (CI sets it, like `make test`).
 
 case "$kind" in
