@@ -15,7 +15,8 @@ import DTLS
 /// ways, signaling included), lost answers (the provider took the offer, the response
 /// never came), NAT rebinding of the board's router. Audio is sparse (one packet a
 /// second each way) so the day runs in seconds; RTCP, consent checks and SCTP heartbeats
-/// run at their real rates anyway.
+/// run at their real rates anyway. With SOAK_TRACE set in the environment the
+/// supervisor's actions and the faults are written to /tmp/soak-trace.txt.
 final class SoakWorld {
     struct Datagram { let due: Instant; let order: Int; let bytes: [UInt8]; let from: SocketAddress; let to: SocketAddress }
 
@@ -42,6 +43,7 @@ final class SoakWorld {
         var nextExpectedAtAnswerer = 0
         var nextExpectedAtOfferer = 0
         var restarts = 0
+        var healthyAtClose = false
         init(id: Int, reason: StartReason, offerer: Peer, offererHost: SocketAddress, answererHost: SocketAddress, mapped: SocketAddress) {
             self.id = id
             self.reason = reason
@@ -133,6 +135,8 @@ final class SoakWorld {
     var unexpected: [String] = []
     var unroutable = 0
     var associationsLost = 0
+    var connectedSessionsClosed = 0
+    var providerSawGoodbye = 0
     /// Reconnect sessions that went on to carry the audio.
     var reconnected = 0
     var ending = false
@@ -351,6 +355,7 @@ final class SoakWorld {
                 audioSession = nil
             }
             s.closedAt = now
+            s.healthyAtClose = s.offerer.connected && !s.offerer.consentLost && s.offerer.iceState == .connected && !blackholed
             s.dropAt = now + .seconds(5)
             s.offerer.close(now: now)
         case .stateChanged(let new, _):
@@ -503,6 +508,14 @@ final class SoakWorld {
         }
     }
 
+    /// Whether the board's close (RTCP BYE, SCTP ABORT, DTLS close_notify: each sent
+    /// once) of a session on a working path reached the provider's peer in time.
+    func noteGoodbye(_ s: Session) {
+        guard let a = s.answerer, s.wasConnected, s.healthyAtClose else { return }
+        connectedSessionsClosed += 1
+        if a.closed { providerSawGoodbye += 1 } else { trace?.append("\((now - start).milliseconds) session \(s.id): the provider missed the close (dtls \(String(describing: a.dtls?.state)), ice \(a.iceState), sctp \(String(describing: a.channels?.association.state)), rtcp received \(a.stats.rtcpReceived))") }
+    }
+
     /// Runs the day; returns the hourly samples.
     func run(for day: Duration) throws -> [Sample] {
         let end = start + day
@@ -545,6 +558,7 @@ final class SoakWorld {
             for s in sessions.values.sorted(by: { $0.id < $1.id }) {
                 for (side, p) in s.peers.enumerated() where s.deadlines[side] <= now { p.handleTimeout(now: now) }
                 if let d = s.dropAt, d <= now {
+                    noteGoodbye(s)
                     // The provider gives up on it too (if the goodbye did not reach it).
                     s.answerer?.close(now: now)
                     _ = try drain(s)
@@ -567,7 +581,7 @@ final class SoakWorld {
             for d in due { try deliver(d) }
             for s in sessions.values.sorted(by: { $0.id < $1.id }) {
                 for (side, p) in s.peers.enumerated() where s.deadlines[side] <= now { p.handleTimeout(now: now) }
-                if let d = s.dropAt, d <= now { s.answerer?.close(now: now); _ = try drain(s); sessions[s.id] = nil }
+                if let d = s.dropAt, d <= now { noteGoodbye(s); s.answerer?.close(now: now); _ = try drain(s); sessions[s.id] = nil }
             }
             try settle()
         }
@@ -618,6 +632,7 @@ func heapInUse() -> Int? {
         print("BENCH soak_day: \(sessions) sessions, \(world.rollovers) rollovers, \(world.reconnects) reconnect attempts (\(world.reconnected) carried audio), \(world.restartsAsked) ICE restarts asked (\(world.restartsDone) answered, \(world.fragmentRestartsDone) of them by WHIP fragment; \(world.restartsFailed) failed), \(world.recoveredInPlace) recoveries on the same session, \(world.retries) retries scheduled")
         print("BENCH soak_faults: \(world.blackholes) black holes (\(world.blackholeSeconds) s in all), \(world.lostAnswers) lost answers, \(world.rebinds) NAT rebindings; \(world.unroutable) datagrams to vanished mappings or sessions")
         print("BENCH soak_connected: supervisor connected \(String(format: "%.3f", connectedFraction * 100)) % of the day; audio packets reaching the provider on \(String(format: "%.3f", audioFraction * 100)) % of its seconds (\(world.audioReceivedByProvider)/\(world.audioSent) sent); board received \(world.audioReceivedByBoard)")
+        print("BENCH soak_goodbye: the provider's peer saw the close of \(world.providerSawGoodbye) of \(world.connectedSessionsClosed) sessions closed on a working path")
         print("BENCH soak_datachannel: \(world.messagesSent) events sent, \(world.messagesReceived) received by the provider, \(world.repliesReceived) replies back, \(world.outOfOrder) out of order; \(world.associationsLost) associations given up by SCTP in an outage")
         for s in samples where s.hour == 1 || s.hour == 2 || s.hour == 12 || s.hour == 24 { print("BENCH soak_sample \(s)") }
         let h2 = try #require(samples.first { $0.hour == 2 })
@@ -635,6 +650,9 @@ func heapInUse() -> Int? {
         #expect(closedTwice.isEmpty && neverClosed.isEmpty, "closed ≠ once: \(closedTwice), never: \(neverClosed)")
         #expect(world.sessions.isEmpty)
         #expect(world.state == .closed)
+        // Closing a session on a working path tells the provider (1 % loss may eat the
+        // one close_notify now and then).
+        #expect(world.providerSawGoodbye >= world.connectedSessionsClosed * 9 / 10 && world.connectedSessionsClosed >= 15)
         // Rollovers: one 55 minutes after each connect (a reconnect restarts that
         // clock); each switched audio to the new session while the old one was open.
         // Every session handed over before the provider's 60-minute limit.
