@@ -277,7 +277,12 @@ final class SoakWorld {
             case .dataChannel(.associationClosed(let why)):
                 // SCTP gave up on its own (RFC 4960 §8.1: too many retransmissions in
                 // a long outage); the session's audio may yet come back.
-                if open { associationsLost += 1; trace?.append("\((now - start).milliseconds) session \(s.id): SCTP closed: \(why)") }
+                if open {
+                    associationsLost += 1
+                    trace?.append("\((now - start).milliseconds) session \(s.id): SCTP closed: \(why)")
+                    // Only a session without a path may lose it, never the working one.
+                    if audioSession == s.id && state == .connected { unexpected.append("session \(s.id): SCTP closed on the working session: \(why)") }
+                }
                 s.offererChannelOpen = false
             case .dataChannel(.message(_, let data, _)):
                 let n = Int(String(decoding: data, as: UTF8.self)) ?? -1
