@@ -159,9 +159,12 @@ public final class Supervisor {
             c.connected = true
             c.connectedAt = now
             candidate = nil
-            if let old = primary { emit(.closeSession(id: old.id)) }
+            // Make before break: audio moves to the new session first, then the old one
+            // is closed (the IO layer sees which session the audio came from).
+            let old = primary
             primary = c
             emit(.switchAudio(to: id))
+            if let old { emit(.closeSession(id: old.id)) }
             attempts = 0
             retryAt = nil
             rolloverAt = now + policy.rolloverAge

@@ -154,7 +154,7 @@ final class SupervisorHarness {
         h.advance(by: .seconds(1))
         h.supervisor.connected(2, now: h.now)
         let got = h.drain()
-        #expect(got == [.closeSession(id: 1), .switchAudio(to: 2)])
+        #expect(got == [.switchAudio(to: 2), .closeSession(id: 1)])
         #expect(!h.states.dropFirst(2).contains(.disconnected), "no state change a listener would see")
         #expect(h.supervisor.activeSession == 2)
         // The next rollover is 55 minutes after session 2 connected.
@@ -189,7 +189,7 @@ final class SupervisorHarness {
         #expect(h.drain() == [.stateChanged(.disconnected, reason: "no answer to consent checks"),
                               .startSession(id: 2, reason: .reconnect)])
         h.supervisor.connected(2, now: h.now + .milliseconds(400))
-        #expect(h.drain() == [.closeSession(id: 1), .switchAudio(to: 2), .stateChanged(.connected, reason: nil)])
+        #expect(h.drain() == [.switchAudio(to: 2), .closeSession(id: 1), .stateChanged(.connected, reason: nil)])
     }
 
     @Test func consentComingBackCancelsTheReplacement() {
