@@ -63,12 +63,7 @@ enum CheckCommand {
             case .chip(let chip, let offset): found = chips.contains { ($0.name == chip || $0.label == chip) && offset < $0.lines.count }
             }
             let there = chips.isEmpty ? "no GPIO chips here" : "chips: " + chips.map { "\($0.name) (\($0.label), \($0.lines.count) lines)" }.joined(separator: ", ")
-            let name: String
-            switch ptt {
-            case .name(let n): name = n
-            case .chip(let c, let o): name = "\(c):\(o)"
-            }
-            line("ptt", found ? .success("line \(name) exists") : .failure(CLIFailure(.unavailable, "line \(name) not found; \(there)")))
+            line("ptt", found ? .success("line \(ptt) exists") : .failure(CLIFailure(.unavailable, "line \(ptt) not found; \(there)")))
         }
         if let s = config.stun {
             do throws(Resolver.Failure) {

@@ -70,6 +70,18 @@ func startAnswerer(port: Int, name: String) throws -> (LineProcess, Int) {
     return (p, got)
 }
 
+/// A TCP socket bound to a free loopback port, not listening, and the port.
+func boundTCPSocket() -> (Int32, Int) {
+    let s = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+    var addr = sockaddr_in()
+    addr.sin_family = sa_family_t(AF_INET)
+    addr.sin_addr.s_addr = inet_addr("127.0.0.1")
+    var len = socklen_t(MemoryLayout<sockaddr_in>.size)
+    _ = withUnsafeMutablePointer(to: &addr) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(s, $0, len) } }
+    _ = withUnsafeMutablePointer(to: &addr) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(s, $0, &len) } }
+    return (s, Int(UInt16(bigEndian: addr.sin_port)))
+}
+
 func event(_ line: String) -> [String: Any]? {
     (try? JSONSerialization.jsonObject(with: Data(line.utf8))) as? [String: Any]
 }
@@ -127,14 +139,7 @@ func isState(_ line: String, _ state: String) -> Bool {
     /// delays, logged as retry events) and connects once the backend comes up.
     @Test func backendDownAtStartThenUp() throws {
         // A free port nobody listens on (bound, read, released).
-        let s = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-        var addr = sockaddr_in()
-        addr.sin_family = sa_family_t(AF_INET)
-        addr.sin_addr.s_addr = inet_addr("127.0.0.1")
-        var len = socklen_t(MemoryLayout<sockaddr_in>.size)
-        _ = withUnsafeMutablePointer(to: &addr) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(s, $0, len) } }
-        _ = withUnsafeMutablePointer(to: &addr) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(s, $0, &len) } }
-        let port = Int(UInt16(bigEndian: addr.sin_port))
+        let (s, port) = boundTCPSocket()
         close(s)
         let agent = try LineProcess(Linnet.executable.path,
                                     ["run", "--backend", "http://127.0.0.1:\(port)", "--chat", "c1", "--capture", "none", "--playback", "none",
@@ -328,15 +333,8 @@ func isState(_ line: String, _ state: String) -> Bool {
     /// waiting out a backoff, and with the offer still unanswered by a server that
     /// accepted the connection and says nothing. Each ends at once: closed, exit 0.
     @Test func sigtermWhileBackingOffOrConnecting() throws {
-        let s = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        let (s, port) = boundTCPSocket()
         defer { close(s) }
-        var addr = sockaddr_in()
-        addr.sin_family = sa_family_t(AF_INET)
-        addr.sin_addr.s_addr = inet_addr("127.0.0.1")
-        var len = socklen_t(MemoryLayout<sockaddr_in>.size)
-        _ = withUnsafeMutablePointer(to: &addr) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(s, $0, len) } }
-        _ = withUnsafeMutablePointer(to: &addr) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(s, $0, &len) } }
-        let port = Int(UInt16(bigEndian: addr.sin_port))
         for listening in [false, true] {
             // Not listening: refused, backoff. Listening (never accepted, never read):
             // the kernel completes the handshake and the offer waits for an answer.
