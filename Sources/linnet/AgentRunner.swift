@@ -51,8 +51,8 @@ final class AgentRunner {
     var stopped = false
     var onStopped: (ExitStatus) -> Void = { _ in }
     var exitStatus = ExitStatus.ok
-    var everConnected = false
     var firstConnectedAt: Instant?
+    var everConnected: Bool { firstConnectedAt != nil }
     var lastConnectMilliseconds: Int64?
     var reconnects = 0
     var lastFailureStatus = ExitStatus.unavailable
@@ -227,7 +227,6 @@ final class AgentRunner {
         _ = notifier?.status("session \(text)")
         writeStatus()
         if state == .connected {
-            everConnected = true
             if firstConnectedAt == nil {
                 firstConnectedAt = loop.now
                 if config.seconds > 0 {

@@ -68,7 +68,6 @@ final class ProviderSession {
     var wasConnected = false
     var closing = false
     var offerSentAt: Instant?
-    var connectedAt: Instant?
     var firstAudioAt: Instant?
     /// ICE servers the WHIP endpoint offered in `Link` headers (RFC 9725 §4.6).
     var iceServers: [String] = []
@@ -244,7 +243,6 @@ final class ProviderSession {
         case .selectedPairChanged(let p): Log.info("session \(id): path \(p)")
         case .connected:
             wasConnected = true
-            connectedAt = loop.now
             Log.info("session \(id): DTLS-SRTP up")
             onReport(.connected)
         case .dataChannel(let d):
