@@ -334,7 +334,18 @@ public struct ICEAgent<R: RandomNumberGenerator> {
                 schedulePacing(now: now)
             }
         case .inProgress:
+            // RFC 8445 §7.3.1.4: cancel the in-progress check (no more retransmissions,
+            // but its response still counts) and check the pair again at once. Our first
+            // check may have reached the peer before it could answer (before it had our
+            // credentials, or before it was listening); waiting out its retransmission
+            // would cost a whole RTO of connect time.
             if nominate { pairs[pairIndex].nominateOnSuccess = true }
+            for t in transactions.indices {
+                if case .check(let q, _, false) = transactions[t].kind, q == pairIndex { transactions[t].cancelled = true }
+            }
+            pairs[pairIndex].state = .waiting
+            if !triggered.contains(pairIndex) { triggered.append(pairIndex) }
+            schedulePacing(now: now)
         case .frozen, .waiting, .failed:
             if nominate { pairs[pairIndex].nominateOnSuccess = true }
             pairs[pairIndex].state = .waiting
@@ -434,6 +445,10 @@ public struct ICEAgent<R: RandomNumberGenerator> {
             nominatePair(p, now: now, replacingStale: p == switchingTo)
         }
         if state == .disconnected { switchFromStalePair(now: now) }
+        // The controlling agent nominates as soon as nothing better can still succeed
+        // (RFC 8445 §8.1.1), not at its next timer: with a single pair the next timer is
+        // `nominationDelay` away.
+        maybeNominate(now: now)
         schedulePacing(now: now)
     }
 
@@ -616,8 +631,11 @@ public struct ICEAgent<R: RandomNumberGenerator> {
                 let doubled = transactions[i].rto * 2
                 transactions[i].rto = doubled < config.maxRTO ? doubled : config.maxRTO
                 transactions[i].deadline = now + transactions[i].rto
-                stats.retransmissions += 1
-                transmit(transactions[i].bytes, from: transactions[i].from, to: transactions[i].to)
+                // A cancelled check (§7.3.1.4) keeps waiting for its response but is not sent again.
+                if !transactions[i].cancelled {
+                    stats.retransmissions += 1
+                    transmit(transactions[i].bytes, from: transactions[i].from, to: transactions[i].to)
+                }
                 i += 1
                 continue
             }
@@ -626,7 +644,9 @@ public struct ICEAgent<R: RandomNumberGenerator> {
             case .gather:
                 if !transactions.contains(where: { $0.isGather }) { finishGathering() }
             case .check(let p, _, let consent):
-                if !consent && p < pairs.count && pairs[p].state == .inProgress {
+                // A cancelled check's silence is not a failure: the triggered check that
+                // replaced it decides.
+                if !consent && !tx.cancelled && p < pairs.count && pairs[p].state == .inProgress {
                     pairs[p].state = .failed
                     if nominating == p { nominating = nil }
                     if switchingTo == p { switchingTo = nil }
@@ -791,6 +811,9 @@ struct Transaction {
     var deadline: Instant
     var rto: Duration
     var transmissions = 1
+    /// Replaced by a triggered check (RFC 8445 §7.3.1.4): no retransmissions, and no
+    /// failure when it times out; a response still counts.
+    var cancelled = false
     /// Our role and PRIORITY when the request was sent (for 487 and prflx candidates).
     var role: ICERole = .controlling
     var priority: UInt32 = 0
