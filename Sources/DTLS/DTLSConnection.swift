@@ -99,16 +99,26 @@ public enum DTLSOutput: Sendable, Equatable {
 ///   handshake (`DTLSError.fingerprintMismatch`): no keys are exported, so no media can
 ///   flow. Chain validation does not apply: WebRTC certificates are self-signed and
 ///   authenticated by the fingerprint in the signalled SDP (RFC 8827 §6.5).
+/// - So the peer may bring any certificate: mbedtls' own checks of it (trusted CA, key
+///   size, curve, key usage) would refuse certificates WebRTC stacks really use, so
+///   authentication is `OPTIONAL` in mbedtls' terms, and the fingerprint callback plus
+///   the check that a certificate was seen at all (`noPeerCertificate`) are what decide.
+///   No CA chain is configured, so the server's CertificateRequest names no
+///   certificate authority: a client that picks its certificate by the CA list (pion,
+///   Go's crypto/tls) would otherwise send none (RFC 5246 §7.4.4 lets an empty list
+///   mean "any").
 /// - The server always requests the client's certificate (same reason).
-/// - Cipher suites: ECDHE-ECDSA with AES-128-GCM (what PROTOCOLS.md says every peer
-///   takes) and AES-256-GCM. SRTP profile: SRTP_AES128_CM_HMAC_SHA1_80 only (all
-///   mbedtls 2.28 offers besides the weaker _32).
+/// - Cipher suites: ECDHE with AES-GCM, ECDSA first (our own certificate is ECDSA
+///   P-256, so as a server only those apply), RSA too, for a server whose certificate is
+///   RSA (GStreamer's dtlssrtpenc makes an RSA 2048 one). SRTP profile:
+///   SRTP_AES128_CM_HMAC_SHA1_80 only (all mbedtls 2.28 offers besides the weaker _32).
 /// - No HelloVerifyRequest cookies: ICE has already verified the peer's address.
+/// - The server reassembles a fragmented ClientHello (`ClientHelloAssembler`), which
+///   mbedtls 2.28 alone refuses.
 public final class DTLSConnection {
     public let role: DTLSRole
     let ssl: UnsafeMutablePointer<mbedtls_ssl_context>
     let config: UnsafeMutablePointer<mbedtls_ssl_config>
-    let trust: UnsafeMutablePointer<mbedtls_x509_crt>
     let ownCertificate: UnsafeMutablePointer<mbedtls_x509_crt>
     /// The ECDHE groups in preference order; mbedtls keeps the pointer, so it lives as
     /// long as the configuration.
@@ -125,9 +135,18 @@ public final class DTLSConnection {
     var timerFinal: Instant? = nil
     var exported: [UInt8]? = nil
     var fingerprintRejected = false
+    /// The peer's end-entity certificate matched a fingerprint (the callback saw it).
+    var peerVerified = false
+    /// The server's first flight may be fragmented (RFC 6347 §4.2.3); nil for a client.
+    var assembler: ClientHelloAssembler?
+    var sawClientHello = false
+    /// Server: datagrams dropped before the first ClientHello because they were not one.
+    public private(set) var droppedBeforeHello = 0
     public private(set) var state: State = .new
     /// Datagrams mbedtls rejected after the handshake (bad MAC, replays): counted, dropped.
     public private(set) var droppedRecords = 0
+    /// What the ClientHello reassembly did (server only; zeros for a client).
+    public var clientHelloStats: ClientHelloAssembler.Stats { assembler?.stats ?? ClientHelloAssembler.Stats() }
 
     public enum State: Sendable, Equatable {
         case new, handshaking, connected, closed, failed
@@ -140,6 +159,8 @@ public final class DTLSConnection {
     static let cipherSuites: [Int32] = [
         0xC02B,  // TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256 (RFC 5289)
         0xC02C,  // TLS_ECDHE_ECDSA_WITH_AES_256_GCM_SHA384
+        0xC02F,  // TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256
+        0xC030,  // TLS_ECDHE_RSA_WITH_AES_256_GCM_SHA384
         0,
     ]
 
@@ -158,18 +179,19 @@ public final class DTLSConnection {
         self.remoteFingerprints = remoteFingerprints
         ssl = .allocate(capacity: 1)
         config = .allocate(capacity: 1)
-        trust = .allocate(capacity: 1)
         ownCertificate = .allocate(capacity: 1)
-        curves = .allocate(capacity: 3)
+        curves = .allocate(capacity: 4)
         // X25519 first: several times cheaper than P-256 in mbedtls, and every peer in
         // PROTOCOLS.md offers it; P-256 for those that do not (RFC 8422 §5.1.1 lets the
-        // server pick by its own preference).
+        // server pick by its own preference). P-384 as well: mbedtls also holds a peer
+        // certificate's EC key to this list.
         curves[0] = MBEDTLS_ECP_DP_CURVE25519
         curves[1] = MBEDTLS_ECP_DP_SECP256R1
-        curves[2] = MBEDTLS_ECP_DP_NONE
+        curves[2] = MBEDTLS_ECP_DP_SECP384R1
+        curves[3] = MBEDTLS_ECP_DP_NONE
+        assembler = role == .server ? ClientHelloAssembler() : nil
         mbedtls_ssl_init(ssl)
         mbedtls_ssl_config_init(config)
-        mbedtls_x509_crt_init(trust)
         mbedtls_x509_crt_init(ownCertificate)
         // Every stored property is set by now, so if setUp throws, deinit still runs and
         // releases the contexts: releasing them here as well would free them twice.
@@ -186,11 +208,14 @@ public final class DTLSConnection {
         Self.cipherSuites.withUnsafeBufferPointer { mbedtls_ssl_conf_ciphersuites(config, $0.baseAddress) }
         try check("mbedtls_x509_crt_parse_der", mbedtls_x509_crt_parse_der(ownCertificate, identity.certificateDER, identity.certificateDER.count))
         try check("mbedtls_ssl_conf_own_cert", mbedtls_ssl_conf_own_cert(config, ownCertificate, identity.key))
-        // mbedtls insists on a CA chain when verification is required; the verify
-        // callback below is what actually decides, by fingerprint.
-        try check("mbedtls_x509_crt_parse_der", mbedtls_x509_crt_parse_der(trust, identity.certificateDER, identity.certificateDER.count))
-        mbedtls_ssl_conf_ca_chain(config, trust, nil)
-        mbedtls_ssl_conf_authmode(config, MBEDTLS_SSL_VERIFY_REQUIRED)
+        // OPTIONAL: mbedtls goes on past its own verdict on the certificate (no CA, key
+        // size, curve, key usage); the callback below decides by fingerprint, failing
+        // the handshake on a mismatch, and `advance` refuses a handshake in which no
+        // certificate was seen. No CA chain: the CertificateRequest's
+        // certificate_authorities stays empty (the explicit call says so in case a
+        // chain is ever configured).
+        mbedtls_ssl_conf_authmode(config, MBEDTLS_SSL_VERIFY_OPTIONAL)
+        mbedtls_ssl_conf_cert_req_ca_list(config, CChar(MBEDTLS_SSL_CERT_REQ_CA_LIST_DISABLED))
         let context = Unmanaged.passUnretained(self).toOpaque()
         mbedtls_ssl_conf_verify(config, { context, certificate, depth, flags in
             guard let context, let certificate, let flags else { return -1 }
@@ -237,11 +262,9 @@ public final class DTLSConnection {
     private func release() {
         mbedtls_ssl_free(ssl)
         mbedtls_ssl_config_free(config)
-        mbedtls_x509_crt_free(trust)
         mbedtls_x509_crt_free(ownCertificate)
         ssl.deallocate()
         config.deallocate()
-        trust.deallocate()
         ownCertificate.deallocate()
         curves.deallocate()
     }
@@ -261,7 +284,26 @@ public final class DTLSConnection {
         self.now = now
         // An empty datagram would read as end-of-stream to mbedtls: drop it.
         guard state == .handshaking || state == .connected, !datagram.isEmpty else { return }
-        inbound.append(datagram)
+        if state == .handshaking, assembler != nil {
+            switch assembler!.feed(datagram) {
+            case .hold: return
+            case .forward(let bytes):
+                // Before its first ClientHello a server can take nothing else: mbedtls
+                // would end the handshake on it ("bad client hello message"), so a stray
+                // or stale record (an alert, application data from an earlier
+                // association) would cost the call. Dropped and counted instead.
+                if !sawClientHello {
+                    guard ClientHelloAssembler.startsWithClientHello(bytes) else {
+                        droppedBeforeHello += 1
+                        return
+                    }
+                    sawClientHello = true
+                }
+                inbound.append(bytes)
+            }
+        } else {
+            inbound.append(datagram)
+        }
         advance()
     }
 
@@ -333,12 +375,13 @@ public final class DTLSConnection {
             return 0
         }
         let raw = UnsafeRawBufferPointer(start: certificate.pointee.raw.p, count: certificate.pointee.raw.len)
-        if remoteFingerprints.contains(where: { $0.matches(raw) }) {
-            flags.pointee = 0
-        } else {
+        guard remoteFingerprints.contains(where: { $0.matches(raw) }) else {
+            // A non-zero return is fatal even in OPTIONAL mode (x509_crt.c says so).
             fingerprintRejected = true
-            flags.pointee |= UInt32(MBEDTLS_X509_BADCERT_NOT_TRUSTED)
+            return MBEDTLS_ERR_X509_FATAL_ERROR
         }
+        flags.pointee = 0
+        peerVerified = true
         return 0
     }
 
@@ -367,6 +410,11 @@ public final class DTLSConnection {
             }
             if r != 0 {
                 fail(fingerprintRejected ? .fingerprintMismatch : .crypto(call: "handshake", code: r))
+                return
+            }
+            // OPTIONAL lets a client that sends no certificate through; WebRTC does not.
+            guard peerVerified else {
+                fail(.noPeerCertificate)
                 return
             }
             guard let material = exported else {

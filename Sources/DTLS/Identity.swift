@@ -22,6 +22,9 @@ public enum DTLSError: Error, Equatable, Sendable, CustomStringConvertible {
     case srtpNotNegotiated
     /// Data was sent before the handshake finished or after the connection ended.
     case notConnected
+    /// The handshake ended without the peer presenting a certificate (a client may
+    /// leave it out in TLS; WebRTC authenticates by it, RFC 8827 §6.5).
+    case noPeerCertificate
 
     public var description: String {
         switch self {
@@ -30,6 +33,7 @@ public enum DTLSError: Error, Equatable, Sendable, CustomStringConvertible {
         case .noFingerprint: return "dtls: the peer's SDP has no sha-256 (or better) fingerprint"
         case .srtpNotNegotiated: return "dtls: the peer did not agree SRTP_AES128_CM_HMAC_SHA1_80"
         case .notConnected: return "dtls: not connected"
+        case .noPeerCertificate: return "dtls: the peer presented no certificate"
         }
     }
 

@@ -13,13 +13,19 @@ final class Pair {
     var serverTimeout = Instant.distantFuture
     /// Decides whether a datagram (client→server when `toServer`) is lost.
     var drop: (_ toServer: Bool, _ index: Int) -> Bool = { _, _ in false }
+    /// Replaces a datagram that survived `drop` by what is delivered instead (refragmented,
+    /// reordered, duplicated…); nil delivers it as it is.
+    var rewrite: ((_ toServer: Bool, _ datagram: [UInt8]) -> [[UInt8]])? = nil
+    /// Every datagram sent, per direction (index 0: client → server), before `drop`.
+    var wire: [[[UInt8]]] = [[], []]
     var sent = [0, 0]
 
-    init(clientSees: [CertificateFingerprint]? = nil, serverSees: [CertificateFingerprint]? = nil) throws {
+    init(clientSees: [CertificateFingerprint]? = nil, serverSees: [CertificateFingerprint]? = nil, clientMTU: UInt16 = 1280) throws {
         let random = try CryptoRandom()
         let clientID = try Identity(random: random), serverID = try Identity(random: random)
         client = try DTLSConnection(role: .client, identity: clientID, random: random,
-                                    remoteFingerprints: clientSees ?? [CertificateFingerprint(algorithm: .sha256, bytes: serverID.fingerprint)])
+                                    remoteFingerprints: clientSees ?? [CertificateFingerprint(algorithm: .sha256, bytes: serverID.fingerprint)],
+                                    mtu: clientMTU)
         server = try DTLSConnection(role: .server, identity: serverID, random: random,
                                     remoteFingerprints: serverSees ?? [CertificateFingerprint(algorithm: .sha256, bytes: clientID.fingerprint)])
     }
@@ -38,7 +44,9 @@ final class Pair {
                         moved = true
                         let index = sent[toServer ? 0 : 1]
                         sent[toServer ? 0 : 1] += 1
-                        if !drop(toServer, index) { to.handleInput(d, now: now) }
+                        wire[toServer ? 0 : 1].append(d)
+                        guard !drop(toServer, index) else { continue }
+                        for x in rewrite?(toServer, d) ?? [d] { to.handleInput(x, now: now) }
                     case .event(let e):
                         if toServer { clientEvents.append(e) } else { serverEvents.append(e) }
                     case .timeout(let t):
