@@ -298,6 +298,31 @@ def dtls():
 
 
 # --- JSON, HTTP, WAV, config ----------------------------------------------------------
+
+def clienthello():
+    """ClientHello fragments (RFC 6347 §4.2.3) laid out from the record and handshake
+    headers: GStreamer's 277 bytes as 0-230 and 230-277, fragments sharing a datagram,
+    duplicates; the differential mode's length, body and (offset, count-1, seq) triples."""
+    body = bytes(range(256)) + bytes(21)
+
+    def frag(off, cnt, seq):
+        r = bytes([22, 0xFE, 0xFD, 0, 0]) + seq.to_bytes(6, "big") + (12 + cnt).to_bytes(2, "big")
+        r += bytes([1]) + len(body).to_bytes(3, "big") + (0).to_bytes(2, "big") + off.to_bytes(3, "big") + cnt.to_bytes(3, "big")
+        return r + body[off:off + cnt]
+
+    write("clienthello", "raw-gstreamer-two", b"\x00" + pieces(frag(0, 230, 0), frag(230, 47, 1)))
+    write("clienthello", "raw-one-datagram", b"\x00" + pieces(frag(100, 177, 1) + frag(0, 120, 2)))
+    write("clienthello", "raw-duplicates", b"\x00" + pieces(frag(0, 230, 0), frag(0, 230, 0), frag(200, 77, 1), frag(230, 47, 2)))
+
+    def differential(fragments):
+        out = b"\x01" + (len(body) - 1).to_bytes(2, "big") + body
+        for off, cnt, seq in fragments:
+            out += off.to_bytes(2, "big") + (cnt - 1).to_bytes(2, "big") + bytes([seq])
+        return out
+
+    write("clienthello", "diff-two", differential([(0, 230, 0), (230, 47, 1)]))
+    write("clienthello", "diff-overlap", differential([(200, 77, 5), (0, 100, 3), (50, 200, 4)]))
+
 def json_():
     samples = {
         "session-update": '{"type":"session.update","session":{"instructions":"Be brief.","voice":"alloy","turn_detection":{"type":"server_vad","threshold":0.5}}}',
@@ -371,7 +396,7 @@ instructions = "Be brief.\\nAnswer in English."
 
 if __name__ == "__main__":
     os.makedirs(os.path.join(CORPUS, "sdp"), exist_ok=True)
-    for f in (stun, candidate, sdp, rtp, rtcp, sctp, dtls, json_, http, wav, config):
+    for f in (stun, candidate, sdp, rtp, rtcp, sctp, dtls, clienthello, json_, http, wav, config):
         f()
     for t in sorted(os.listdir(CORPUS)):
         print(t, len(os.listdir(os.path.join(CORPUS, t))))

@@ -78,6 +78,8 @@ public struct ClientHelloAssembler: Sendable {
 
     /// Whether a message is partly assembled (for tests and diagnostics).
     public var isHolding: Bool { pending != nil }
+    /// The length of the message being assembled (0 when none): the state's size bound.
+    public var heldBytes: Int { pending?.length ?? 0 }
 
     static let recordHeader = 13
     static let handshakeHeader = 12
@@ -87,7 +89,12 @@ public struct ClientHelloAssembler: Sendable {
     public mutating func feed(_ datagram: [UInt8]) -> Result {
         // A first pass finds out whether there is anything to do: most datagrams (every
         // one after the first flight) have no ClientHello fragment and go through as they are.
-        guard Self.hasFragment(datagram) else { return .forward(datagram) }
+        guard Self.hasFragment(datagram) else {
+            if pending != nil, let end = Self.recordEnd(datagram, at: 0), Self.isWholeClientHello(datagram, at: 0, end: end) {
+                pending = nil  // superseded, as below
+            }
+            return .forward(datagram)
+        }
         var out: [UInt8] = []
         out.reserveCapacity(datagram.count)
         var o = 0
@@ -100,6 +107,8 @@ public struct ClientHelloAssembler: Sendable {
             if Self.isFragmentRecord(datagram, at: o, end: end) {
                 if let record = take(datagram, record: o, end: end) { out.append(contentsOf: record) }
             } else {
+                // A whole ClientHello supersedes any copy being pieced together.
+                if Self.isWholeClientHello(datagram, at: o, end: end) { pending = nil }
                 out.append(contentsOf: datagram[o..<end])
             }
             o = end
@@ -133,8 +142,13 @@ public struct ClientHelloAssembler: Sendable {
     /// Whether the datagram starts with a whole ClientHello record: the only thing a
     /// server can take before its first one (mbedtls fails the handshake on anything else).
     public static func startsWithClientHello(_ d: [UInt8]) -> Bool {
-        guard let end = recordEnd(d, at: 0), d[0] == handshakeType, d[3] == 0, d[4] == 0 else { return false }
-        return end - recordHeader >= handshakeHeader && d[recordHeader] == clientHello && !isFragmentRecord(d, at: 0, end: end)
+        guard let end = recordEnd(d, at: 0) else { return false }
+        return isWholeClientHello(d, at: 0, end: end)
+    }
+
+    static func isWholeClientHello(_ d: [UInt8], at o: Int, end: Int) -> Bool {
+        d[o] == handshakeType && d[o + 3] == 0 && d[o + 4] == 0 && end - o - recordHeader >= handshakeHeader
+            && d[o + recordHeader] == clientHello && !isFragmentRecord(d, at: o, end: end)
     }
 
     static func hasFragment(_ d: [UInt8]) -> Bool {

@@ -241,6 +241,12 @@ enum Plan: String, CaseIterable, CustomStringConvertible {
         let alert: [UInt8] = [21, 0xFE, 0xFD, 0, 0, 0, 0, 0, 0, 0, 9, 0, 2, 2, 40]
         #expect(a.feed(alert + [1, 2, 3]) == .forward(alert + [1, 2, 3]))
         #expect(a.stats == ClientHelloAssembler.Stats())
+        // A whole copy supersedes a partial one (found by fuzz_clienthello: the partial
+        // copy used to stay held, and its record number went into a later completion).
+        _ = a.feed(refragment(record, [(0, 20)], firstSeq: 5)[0])
+        #expect(a.isHolding)
+        #expect(a.feed(record) == .forward(record))
+        #expect(!a.isHolding)
     }
 
     /// The server's CertificateRequest (RFC 5246 §7.4.4) names no certificate authority:
