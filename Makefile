@@ -12,7 +12,7 @@ setup:
 # Every build checks its packages first (a second or so when all are there), so the
 # README's commands work on a fresh machine as they stand.
 deps:
-	@scripts/setup.sh >/dev/null
+	@scripts/setup.sh --quiet
 
 ## build: the full-Swift debug build (.build/debug/linnet)
 build: deps
