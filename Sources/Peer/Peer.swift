@@ -275,8 +275,9 @@ public final class Peer {
         if let current = negotiated { return try acceptReoffer(text, current: current, now: now) }
         do throws(SDPError) {
             let offer = try SessionDescription.parse(text)
-            // We take the DTLS client role toward an actpass offer: mbedtls 2.28 as a
-            // server cannot reassemble a fragmented ClientHello (PROTOCOLS.md).
+            // We take the DTLS client role toward an actpass offer, as RFC 5763 §5
+            // recommends: the handshake can start as soon as ICE has a pair, without
+            // waiting for the offerer to learn the answer.
             let answer = try SessionDescription.answer(to: offer, localDescription(), role: .client)
             let n = try NegotiatedSession.negotiate(remoteOffer: offer, localAnswer: answer)
             try apply(n, now: now)

@@ -118,8 +118,8 @@ extension SessionDescription {
     /// section is accepted with the offer's Opus payload type and the direction narrowed
     /// to what both sides allow; the first data-channel section is accepted when we
     /// have one; every other section is rejected (port 0, mid kept). `role` is the DTLS
-    /// role we take when the offer says `actpass`; PROTOCOLS.md prefers the client role
-    /// (mbedtls 2.28 as server cannot reassemble a fragmented ClientHello).
+    /// role we take when the offer says `actpass`; the client role by default (RFC 5763 §5
+    /// recommends `active` in answers: the handshake then starts with ICE).
     public static func answer(to offer: SessionDescription, _ local: LocalDescription,
                               role: DTLSRole = .client) throws(SDPError) -> SessionDescription {
         try local.validate()
