@@ -1,6 +1,9 @@
 #!/usr/bin/env bash
 # Network figures of the release binary on loopback, one BENCH line each:
-#   connect_ms          offer POST → first SRTP audio packet received (median of 20 calls)
+#   connect_ms          offer POST → first SRTP audio packet received (median of 20 calls,
+#                       one interface: loopback); connect_ms_<peer> the same against
+#                       `linnet answer`, aiortc and pion (Tests/Interop) where installed
+#   demo_connect_ms     the same inside `linnet demo` (median of 9)
 #   call_cpu_ms_per_s   CPU (user+sys) per call-second of a 20 s echo call, Opus included
 #   call_rss_kb         peak RSS of that call
 #   dc_message_rtt_ms   one small data-channel message to the echoing answerer and back
@@ -38,14 +41,42 @@ for l in open(sys.argv[1]):
     d=json.loads(l)
     if d.get('type')=='stats' and sys.argv[2] in d: print(d[sys.argv[2]])" "$@"; }
 
-connects=()
-for i in $(seq 1 20); do
-  rm -f "$work/ev.jsonl"
-  "$bin" run --whip "$url" --input "$work/tone.wav" --playback none --seconds 1 --events "$work/ev.jsonl" --log-level error
-  connects+=("$(field "$work/ev.jsonl" connect_ms)")
-done
-median=$(printf '%s\n' "${connects[@]}" | sort -n | awk '{a[NR]=$1} END {print (NR%2 ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2)}')
-echo "BENCH connect_ms $median ms"
+# Median connect_ms of N one-second calls to a WHIP URL (one interface: loopback).
+connect_median() {
+  local url=$1 n=$2 connects=() i
+  for i in $(seq 1 "$n"); do
+    rm -f "$work/ev.jsonl"
+    "$bin" run --whip "$url" --input "$work/tone.wav" --playback none --seconds 1 --events "$work/ev.jsonl" --log-level error
+    connects+=("$(field "$work/ev.jsonl" connect_ms | tail -n 1)")
+  done
+  printf '%s\n' "${connects[@]}" | sort -n | awk '{a[NR]=$1} END {print (NR%2 ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2)}'
+}
+
+# A peer that prints `READY <port>` on stdout: start it, wait for the line, echo the port.
+start_peer() {
+  local out=$1; shift
+  "$@" > "$out" 2>/dev/null &
+  peer_pids+=($!)
+  while ! grep -q READY "$out" 2>/dev/null; do
+    kill -0 "${peer_pids[-1]}" 2>/dev/null || { echo "bench/network.sh: $1 died" >&2; return 1; }
+    read -r -t 0.05 < /dev/null || true
+  done
+  awk '/READY/ {print $2}' "$out"
+}
+peer_pids=()
+trap 'kill $answer_pid "${peer_pids[@]}" 2>/dev/null || true; rm -rf "$work"' EXIT
+
+echo "BENCH connect_ms $(connect_median "$url" 20) ms"
+echo "BENCH connect_ms_linnet $(connect_median "$url" 20) ms"
+# The same against independent stacks, where they are installed (Tests/Interop).
+if py=$("$top/Tests/Interop/setup.sh" 2>/dev/null | tail -n 1) && [ -x "$py" ]; then
+  port=$(start_peer "$work/aiortc.out" "$py" -u "$top/Tests/Interop/peer.py" --listen 127.0.0.1:0 --mode echo --no-peer-channel)
+  echo "BENCH connect_ms_aiortc $(connect_median "http://127.0.0.1:$port/whip" 20) ms"
+fi
+if [ -x "$top/Tests/Interop/pion/build.sh" ] && pion=$("$top/Tests/Interop/pion/build.sh" 2>/dev/null | tail -n 1) && [ -x "$pion" ]; then
+  port=$(start_peer "$work/pion.out" "$pion" answer --listen 127.0.0.1:0 --mode echo)
+  echo "BENCH connect_ms_pion $(connect_median "http://127.0.0.1:$port/whip" 20) ms"
+fi
 
 /usr/bin/time -f "%U %S %M" -o "$work/time" "$bin" run --whip "$url" --input "$work/tone.wav" --loop-input --playback none --seconds 20 --log-level error
 read -r user sys rss < "$work/time"
@@ -78,5 +109,11 @@ PY
 
 python3 "$top/bench/reconnect.py" "$bin" 5
 
-/usr/bin/time -f "%M" -o "$work/demo.time" "$bin" demo --seconds 5 --output "$work/demo.wav" --log-level error > /dev/null
+/usr/bin/time -f "%M" -o "$work/demo.time" "$bin" demo --seconds 5 --output "$work/demo.wav" --log-level error > "$work/demo.out"
 echo "BENCH demo_rss_kb $(cat "$work/demo.time") kB"
+demo_connects=()
+for i in $(seq 1 9); do
+  "$bin" demo --seconds 1 --output "$work/demo.wav" --log-level error > "$work/demo.out" 2>&1
+  demo_connects+=("$(sed -n 's/.*connect \([0-9]*\) ms.*/\1/p' "$work/demo.out" | tail -n 1)")
+done
+echo "BENCH demo_connect_ms $(printf '%s\n' "${demo_connects[@]}" | sort -n | awk '{a[NR]=$1} END {print a[(NR+1)/2]}') ms"
