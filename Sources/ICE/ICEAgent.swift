@@ -191,6 +191,24 @@ public struct ICEAgent<R: RandomNumberGenerator> {
         }
     }
 
+    /// Whether ICE has validated the 5-tuple `local` ← `remote`: a check on that pair got
+    /// an authenticated success response (RFC 8445 §7.2.5.3.2, the valid list), or it is
+    /// the selected pair (also the previous generation's, which stays usable through a
+    /// restart until its consent would expire). Only such a path may carry DTLS, SRTP
+    /// and what rides on them (RFC 8445 §7.3, RFC 8842 §4): anything else is a stranger.
+    public func isValidated(local: SocketAddress, remote: SocketAddress) -> Bool {
+        if let s = selectedPair, s.local == local, s.remote == remote { return true }
+        return pairs.contains { $0.state == .succeeded && locals[$0.local].base == local && remotes[$0.remote].address == remote }
+    }
+
+    /// Whether `local` ← `remote` is a candidate pair at all (signaled, or learned from an
+    /// authenticated check) that is not validated yet: what arrives on it may be the
+    /// peer running a step ahead (its DTLS ClientHello before our own check's answer), so
+    /// a caller may hold a little of it until `isValidated` says yes.
+    public func mayBecomeValidated(local: SocketAddress, remote: SocketAddress) -> Bool {
+        pairs.contains { $0.state != .failed && locals[$0.local].base == local && remotes[$0.remote].address == remote }
+    }
+
     public var localCandidates: [Candidate] { locals.map { $0.candidate } }
     public var remoteCandidates: [Candidate] { remotes.map { $0.candidate } }
 

@@ -100,6 +100,8 @@ public struct PeerStats: Equatable, Sendable {
     public var srtpDropped = 0
     /// Datagrams that matched no protocol or failed to parse: dropped.
     public var malformed = 0
+    /// DTLS or SRTP from a 5-tuple ICE has not validated (a stranger, RFC 8445 §7.3): dropped.
+    public var unvalidatedDropped = 0
     /// SCTP packets DTLS refused to send.
     public var dataChannelSendErrors = 0
     /// Round-trip time from the peer's last report about our stream (RFC 3550 §6.4.1).
@@ -173,6 +175,8 @@ public final class Peer {
     /// Where the last DTLS datagram came from (and arrived on): the server's reply path
     /// when its ICE has not selected a pair yet.
     var dtlsPath: (local: SocketAddress, remote: SocketAddress)?
+    /// DTLS from a candidate pair that ICE has not validated yet (`holdEarlyDTLS`).
+    var earlyDTLS: [(bytes: [UInt8], from: SocketAddress, local: SocketAddress)] = []
     var nextRTCP: Instant? = nil
     var iceDeadline = Instant.distantFuture
     public private(set) var stats = PeerStats()
@@ -318,6 +322,15 @@ public final class Peer {
 
     // MARK: Drive
 
+    /// A datagram arrived on the socket bound to `local` from `from`.
+    ///
+    /// STUN goes to ICE, which authenticates every check itself. DTLS and SRTP (and
+    /// SCTP, which rides on DTLS) are taken only from a 5-tuple ICE has validated (RFC
+    /// 8445 §7.3, RFC 8842 §4): one datagram from a stranger's port, a ClientHello or
+    /// random bytes, must not reach the handshake, move the DTLS path, draw an alert
+    /// back, or count as the peer being alive for consent. A little DTLS from a pair that
+    /// exists but is not validated yet is held (`earlyDTLS`): the peer may start its
+    /// handshake the moment its own check succeeds, a round trip before ours does.
     public func handleInput(_ bytes: [UInt8], from: SocketAddress, local: SocketAddress, now: Instant) {
         guard !closed, let first = bytes.first else { return }
         switch first {
@@ -325,16 +338,57 @@ public final class Peer {
             ice.handleInput(bytes, from: from, local: local, now: now)
             drainICE(now: now)
         case 20...63:
-            guard let dtls else { stats.malformed += 1; return }
-            ice.noteInbound(now: now)
-            dtlsPath = (local, from)
-            dtls.handleInput(bytes, now: now)
-            drainDTLS(now: now)
+            guard dtls != nil, ice.isValidated(local: local, remote: from) else {
+                holdEarlyDTLS(bytes, from: from, local: local)
+                return
+            }
+            receiveDTLS(bytes, from: from, local: local, now: now)
         case 128...191:
+            guard ice.isValidated(local: local, remote: from) else {
+                stats.unvalidatedDropped += 1
+                return
+            }
             ice.noteInbound(now: now)
             receiveSRTP(bytes, now: now)
         default:
             stats.malformed += 1
+        }
+    }
+
+    func receiveDTLS(_ bytes: [UInt8], from: SocketAddress, local: SocketAddress, now: Instant) {
+        guard let dtls else { return }
+        ice.noteInbound(now: now)
+        dtlsPath = (local, from)
+        dtls.handleInput(bytes, now: now)
+        drainDTLS(now: now)
+    }
+
+    /// At most this many early DTLS datagrams are held (a ClientHello in fragments, or a
+    /// server's first flight): beyond it, or from no candidate pair at all, dropped.
+    static let earlyDTLSLimit = 8
+
+    func holdEarlyDTLS(_ bytes: [UInt8], from: SocketAddress, local: SocketAddress) {
+        guard earlyDTLS.count < Self.earlyDTLSLimit, ice.mayBecomeValidated(local: local, remote: from) else {
+            stats.unvalidatedDropped += 1
+            return
+        }
+        earlyDTLS.append((bytes, from, local))
+    }
+
+    /// Hands held DTLS to the handshake once its pair is validated; drops what can no
+    /// longer be (its pair failed or went away with a restart).
+    func releaseEarlyDTLS(now: Instant) {
+        guard !earlyDTLS.isEmpty, dtls != nil else { return }
+        let held = earlyDTLS
+        earlyDTLS.removeAll()
+        for d in held {
+            if ice.isValidated(local: d.local, remote: d.from) {
+                receiveDTLS(d.bytes, from: d.from, local: d.local, now: now)
+            } else if ice.mayBecomeValidated(local: d.local, remote: d.from) {
+                earlyDTLS.append(d)
+            } else {
+                stats.unvalidatedDropped += 1
+            }
         }
     }
 
@@ -516,6 +570,7 @@ public final class Peer {
                 break loop
             }
         }
+        releaseEarlyDTLS(now: now)
     }
 
     func handleICE(_ e: ICEEvent, now: Instant) {

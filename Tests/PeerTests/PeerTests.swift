@@ -23,14 +23,19 @@ final class TwoPeers {
     var order = 0
     var events: [(Bool, PeerEvent)] = []
     var deadlines: [Instant] = [.distantFuture, .distantFuture]
+    /// Every datagram either peer sent: (sender is the offerer, to).
+    var destinations: [(Bool, SocketAddress)] = []
+    /// Every event with the simulated time it came out.
+    var eventTimes: [(offerer: Bool, event: PeerEvent, at: Instant)] = []
 
-    init(seed: UInt64, tamperAnswer: ((String) -> String)? = nil) throws {
+    init(seed: UInt64, tamperAnswer: ((String) -> String)? = nil, configure: ((inout PeerConfiguration) -> Void)? = nil) throws {
         rng = SeededRandom(seed: seed)
         let crypto = try CryptoRandom()
-        offerer = try Peer(role: .offerer, configuration: PeerConfiguration(hostAddresses: [offererAddress]),
-                           identity: try Identity(random: crypto), crypto: crypto, seed: rng.next())
-        answerer = try Peer(role: .answerer, configuration: PeerConfiguration(hostAddresses: [answererAddress]),
-                            identity: try Identity(random: crypto), crypto: crypto, seed: rng.next())
+        var oc = PeerConfiguration(hostAddresses: [offererAddress]), ac = PeerConfiguration(hostAddresses: [answererAddress])
+        configure?(&oc)
+        configure?(&ac)
+        offerer = try Peer(role: .offerer, configuration: oc, identity: try Identity(random: crypto), crypto: crypto, seed: rng.next())
+        answerer = try Peer(role: .answerer, configuration: ac, identity: try Identity(random: crypto), crypto: crypto, seed: rng.next())
         offerer.start(now: now)
         answerer.start(now: now)
         drain()
@@ -48,12 +53,14 @@ final class TwoPeers {
             loop: while true {
                 switch p.pollOutput() {
                 case .transmit(let bytes, let from, let to):
+                    destinations.append((first, to))
                     guard !blackhole, Double(rng.next() % 10_000) / 10_000 >= loss else { continue }
                     let delay = Duration(nanoseconds: Int64(rng.next() % UInt64(max(1, maxDelay.nanoseconds))))
                     inFlight.append(InFlight(due: now + delay, order: order, bytes: bytes, from: from, to: to))
                     order += 1
                 case .event(let e):
                     events.append((first, e))
+                    eventTimes.append((first, e, now))
                 case .timeout(let t):
                     deadlines[first ? 0 : 1] = t
                     break loop
@@ -76,7 +83,7 @@ final class TwoPeers {
             }
             let due = inFlight.filter { $0.due <= now }.sorted { ($0.due, $0.order) < ($1.due, $1.order) }
             inFlight.removeAll { $0.due <= now }
-            for d in due {
+            for d in due where d.to == offererAddress || d.to == answererAddress {
                 let target = d.to == offererAddress ? offerer : answerer
                 target.handleInput(d.bytes, from: d.from, local: d.to, now: now)
             }

@@ -230,7 +230,10 @@ import SDP
     /// call must never fail.
     @Test(arguments: [true, false])
     func natRebinding(offererSide: Bool) throws {
-        let net = try ImpairedNetwork(seed: offererSide ? 206 : 207)
+        // The silence probe `linnet run` uses (Call.swift): the rebound side, hearing
+        // nothing, checks consent from its new port within 1.5 s, which validates that
+        // port at the other side (RFC 8445 §7.3.1.4 triggered check).
+        let net = try ImpairedNetwork(seed: offererSide ? 206 : 207, configure: { $0.ice.silenceProbe = .milliseconds(1500) })
         #expect(net.run(within: .seconds(5)) { net.offerer.connected && net.answerer.connected } != nil)
         var sent = 0
         let tick: (Instant) -> Void = { now in
@@ -258,9 +261,14 @@ import SDP
         // The side that sends to the rebound peer now uses its new address.
         let sender = offererSide ? net.answerer : net.offerer
         #expect(sender.selectedPair?.remote == (offererSide ? net.offererMapped : net.answererMapped))
-        // And audio the other way never stopped (packets from the new port are accepted).
+        // And audio the other way is back within the silence probe and a round trip:
+        // packets from the new port count once ICE has validated it (RFC 8445 §7.3;
+        // before, they were taken from any address), and until then they are dropped
+        // as a stranger's would be.
         let fromRebound = net.audio(!offererSide).filter { index($0) >= frameAtRebind }
         #expect(fromRebound.count >= (sent - frameAtRebind) * 95 / 100)
+        let receiver = offererSide ? net.answerer : net.offerer
+        #expect(receiver.stats.unvalidatedDropped > 0 && receiver.stats.unvalidatedDropped <= 100)
     }
 }
 
