@@ -37,6 +37,10 @@ packages=(
   qemu-user-static cmake dpkg-dev pkg-config alsa-utils valgrind python3 binutils systemd adduser openssl
 )
 
+# the pion interop peer and the Ogg/Opus tools its tests use (Tests/Interop/pion/build.sh
+# checks the same list)
+packages+=(golang-go golang-github-pion-webrtc.v3-dev opus-tools)
+
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
