@@ -217,6 +217,10 @@ func (c *Call) onDTLSRole(role string) {
 	if c.DTLSRole == "" {
 		c.DTLSRole = role
 		log.Printf("call %s: DTLS handshake as %s", c.ID, role)
+		if c.Route != "offer" {
+			// answer mode: a line on stdout a harness can wait for (see main.go).
+			fmt.Printf("DTLS %s %s\n", c.ID, role)
+		}
 	}
 }
 

@@ -7,8 +7,8 @@
 //	                --ogg F.opus --record F.ogg --seconds N --report F.json
 //
 // answer prints `READY <port>` on stdout once listening, then one line per answered
-// offer, `ANSWERED <id> offer=<setup> applied=<setup> answer=<setup>`; logs go to
-// stderr. The report
+// offer, `ANSWERED <id> offer=<setup> applied=<setup> answer=<setup>`, and one when
+// that call's DTLS handshake starts, `DTLS <id> client|server`; logs go to stderr. The report
 // is rewritten when a call ends and at exit (SIGTERM, SIGINT, --seconds, --once).
 // offer exits 0 when the call connected, audio came back and every data-channel probe
 // was echoed intact; 1 otherwise (the report's `failures` say why); 64 on usage errors.

@@ -31,7 +31,7 @@ type echoProbe struct {
 }
 
 // echoProbes: a short text, a JSON text, a text larger than one SCTP packet (4000
-// bytes: at pion's 1200-byte MTU it goes as four DATA chunks, B…E fragments, and its
+// bytes: at pion's 1200 payload bytes a chunk it goes as four DATA chunks, B…E fragments, and its
 // echo is reassembled), a binary message and another short text after it (order).
 func echoProbes() []echoProbe {
 	big := make([]byte, 4000)
