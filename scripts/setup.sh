@@ -23,6 +23,9 @@ packages=(
   libasound2-dev:arm64 libopus-dev:arm64 libmbedtls-dev:arm64 libgpiod-dev:arm64
   # running arm64 binaries here, rebuilding libsrtp, ALSA tools, measuring
   qemu-user-static cmake dpkg-dev pkg-config alsa-utils valgrind python3 binutils systemd adduser openssl
+  # the pion interop peer and the Ogg/Opus tools its tests use (Tests/Interop/pion/build.sh
+  # checks the same list)
+  golang-go golang-github-pion-webrtc.v3-dev opus-tools
 )
 
 # What is missing, found without root.

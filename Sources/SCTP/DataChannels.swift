@@ -368,7 +368,8 @@ public struct DataChannels {
             droppedMessages &+= 1
             return
         }
-        if type == dataChannelAckMessage, m.data.count == 1 {
+        // The ACK is the type byte alone (RFC 8832 §5.2), but pion pads it to 4 bytes.
+        if type == dataChannelAckMessage {
             guard let c = channels[id], c.local else {
                 droppedMessages &+= 1
                 return
