@@ -35,6 +35,10 @@ packages=(
   libasound2-dev:arm64 libopus-dev:arm64 libmbedtls-dev:arm64 libgpiod-dev:arm64
   # running arm64 binaries here, rebuilding libsrtp, ALSA tools, measuring
   qemu-user-static cmake dpkg-dev pkg-config alsa-utils valgrind python3 binutils systemd adduser openssl
+  # the GStreamer webrtcbin interop peer (Tests/Interop/gst-setup.sh checks the same list)
+  python3-gi python3-gst-1.0 gir1.2-gstreamer-1.0 gir1.2-gst-plugins-base-1.0
+  gir1.2-gst-plugins-bad-1.0 gir1.2-nice-0.1 gstreamer1.0-nice gstreamer1.0-plugins-base
+  gstreamer1.0-plugins-good gstreamer1.0-plugins-bad
 )
 
 missing=()
