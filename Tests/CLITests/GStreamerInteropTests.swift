@@ -270,6 +270,23 @@ struct OfferCase: Sendable, CustomStringConvertible {
         checkCall(o, route: "backend", name: "backend passive", sent: Self.sent)
     }
 
+    /// Tone mode: webrtcbin's audiotestsrc (440 Hz, -12 dBFS peak, opusenc) arrives at
+    /// its level; Linnet sends nothing but silence (no capture).
+    @Test func toneFromWebrtcbin() throws {
+        guard let python = GStreamerPeer.require() else { return }
+        let peer = try GStreamerAnswerer(python: python, mode: "tone", name: "gst-tone")
+        let output = temporary("gst-tone-out.wav")
+        defer { unlink(output) }
+        let r = try Linnet.run(["run", "--whip", "http://127.0.0.1:\(peer.port)/whip", "--capture", "none", "--output", output,
+                                "--seconds", "4", "--interfaces", "lo"])
+        #expect(r.status == 0, "\(r.err)")
+        let report = try peer.stop()
+        #expect((report["last"] as? [String: Any])?["rtp_packets_sent"] as? Int ?? 0 > 150)
+        let (_, back) = try WAVFile.read16(output)
+        let fraction = fractionOfWindowsWithTone(Array(back.dropFirst(24_000)), 440, rate: 48_000, rms: Self.peerToneRMS, levelDB: 1)
+        #expect(fraction > 0.8, "440 Hz at level in \(Int(fraction * 100)) % of windows")
+    }
+
     /// webrtcbin offers (max-bundle: its data section is port 0 + a=bundle-only) to
     /// `linnet answer --mode echo` with `setup`; Linnet answers and echoes audio and
     /// messages. What Linnet answers: actpass → active (Linnet client), active → passive
