@@ -301,6 +301,8 @@ def configure_ice(webrtc: Gst.Element, addresses: list) -> None:
     _KEEP_ALIVE.append(agent)
     agent.set_property("upnp", False)
     agent.set_property("ice-tcp", False)
+    if addresses == ["all"]:
+        return  # libnice's own enumeration (which skips loopback when anything else is up)
     for a in addresses:
         addr = Nice.Address.new()
         if not addr.set_from_string(a):
@@ -1270,7 +1272,8 @@ def parse_args(argv=None):
         q.add_argument("--tone-freq", type=float, default=440.0)
         q.add_argument("--tone-dbfs", type=float, default=-12.0, help="peak level of the tone")
         q.add_argument("--host-addresses", default=None,
-                       help="comma list of addresses for host candidates (default 127.0.0.1)")
+                       help="comma list of addresses for host candidates (default 127.0.0.1; "
+                            "'all': libnice's own choice of interfaces)")
         q.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
     args = p.parse_args(argv)
     if args.command == "answer":
