@@ -1012,7 +1012,9 @@ def make_handler(peer: Answerer):
                 seconds = peer.on_main_wait(peer.close_call, seg[2], seg[1], "backend close")
                 if seconds is None:
                     return self.json_reply(404, {"error": "no such voice"})
-                return self.json_reply(200, {"seconds": seconds})
+                self.json_reply(200, {"seconds": seconds})
+                on_main(peer.write_report)  # once more, with this request in `http`
+                return None
             return self.reply(404, b"not found\n", "text/plain")
 
         def do_DELETE(self) -> None:
@@ -1022,7 +1024,9 @@ def make_handler(peer: Answerer):
                 seconds = peer.on_main_wait(peer.close_call, seg[1], None, "whip delete")
                 if seconds is None:
                     return self.reply(404, b"no such session\n", "text/plain")
-                return self.reply(200)
+                self.reply(200)
+                on_main(peer.write_report)  # once more, with this request in `http`
+                return None
             return self.reply(404, b"not found\n", "text/plain")
 
         def do_PATCH(self) -> None:
