@@ -359,8 +359,10 @@ public struct MediaSection: Equatable, Sendable {
         self.otherAttributes = []
     }
 
-    /// Port 0: the answerer (or offerer) rejected or disabled this section.
-    public var isRejected: Bool { port == 0 }
+    /// Port 0: the answerer (or offerer) rejected or disabled this section, unless it
+    /// says `a=bundle-only` (RFC 8843 §6: an offerer's bundled section with port 0, as
+    /// GStreamer's webrtcbin writes every section after the first).
+    public var isRejected: Bool { port == 0 && !otherAttributes.contains { $0.name == "bundle-only" } }
 
     /// An RTP profile (`RTP/AVP`, `UDP/TLS/RTP/SAVPF`, …).
     public var isRTP: Bool { containsASCII(proto, "RTP/") }
