@@ -54,6 +54,12 @@ public struct HTTPHeaders: Sendable, Equatable {
     public mutating func add(_ name: String, _ value: String) {
         fields.append((name: name, value: value))
     }
+
+    /// Removes every field called `name`.
+    public mutating func remove(_ name: String) {
+        let key = lowercased(name)
+        fields.removeAll { lowercased($0.name) == key }
+    }
 }
 
 /// ASCII lowercase (header names and schemes are ASCII; no Unicode tables needed).

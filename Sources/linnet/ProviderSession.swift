@@ -61,8 +61,14 @@ final class ProviderSession {
     var resource: HTTPURL?
     var voiceID: String?
     var etag: String?
-    /// The bearer for this session's provider requests (the ephemeral key on OpenAI).
-    var bearer: String?
+    /// The device's token, bound to the origin the route was configured with (the WHIP
+    /// endpoint, the backend, OpenAI's token URL): it is sent nowhere else.
+    let deviceCredential: BearerCredential?
+    /// The bearer for this session's provider requests: the device's token, or on
+    /// OpenAI the ephemeral key, bound to the calls URL's origin.
+    var bearer: BearerCredential?
+    /// Said once per session: the resource is on another origin, so it gets no token.
+    var warnedForeignResource = false
     var eventsChannel: UInt16?
     var queued: [String] = []
     var wasConnected = false
@@ -82,14 +88,31 @@ final class ProviderSession {
         self.call = call
         self.media = media
         self.channelLabel = channelLabel
-        bearer = token
+        let configured: HTTPURL
+        switch route {
+        case .whip(let url): configured = url
+        case .backend(let base, _): configured = base
+        case .openai(_, let tokenURL): configured = tokenURL
+        }
+        deviceCredential = token.map { BearerCredential(token: $0, for: configured) }
+        if case .openai = route { bearer = nil } else { bearer = deviceCredential }
     }
 
-    func headers(_ contentType: String?) -> HTTPHeaders {
+    /// Headers for a request to `url`; `Authorization` only where the bearer belongs.
+    func headers(_ contentType: String?, for url: HTTPURL) -> HTTPHeaders {
         var h = HTTPHeaders()
         if let contentType { h.add("Content-Type", contentType) }
-        if let bearer { h.add("Authorization", "Bearer " + bearer) }
+        if let value = bearer?.authorization(for: url) { h.add("Authorization", value) }
         return h
+    }
+
+    /// A server's text for the log and the events, with our secrets taken out (an error
+    /// page may echo the request's headers back).
+    func redacted(_ text: String) -> String {
+        var t = text
+        if let deviceCredential { t = deviceCredential.redact(t) }
+        if let bearer { t = bearer.redact(t) }
+        return t
     }
 
     func start() {
@@ -118,7 +141,7 @@ final class ProviderSession {
     func fetchEphemeralKey(_ url: HTTPURL) {
         var h = HTTPHeaders()
         h.add("Content-Type", "application/json")
-        if let token { h.add("Authorization", "Bearer " + token) }
+        if let value = deviceCredential?.authorization(for: url) { h.add("Authorization", value) }
         let request = HTTPRequest(method: "POST", url: url, headers: h, body: Array("{}".utf8))
         Log.info("session \(id): ephemeral key ← \(url)")
         http(request, .seconds(10)) { result in
@@ -133,9 +156,9 @@ final class ProviderSession {
                 let json = try? JSONValue.parse(r.body)
                 guard let key = json?["value"]?.string ?? json?["client_secret"]?["value"]?.string, !key.isEmpty,
                       !key.utf8.contains(where: { $0 < 0x21 || $0 > 0x7E }) else {
-                    return self.fail(.transient("the token URL \(url) answered without a key (expected JSON {\"value\": …}): \(r.bodyExcerpt(80))"))
+                    return self.fail(.transient("the token URL \(url) answered without a key (expected JSON {\"value\": …}): \(self.redacted(r.bodyExcerpt(80)))"))
                 }
-                self.bearer = key
+                if case .openai(let calls, _) = self.route { self.bearer = BearerCredential(token: key, for: calls) }
                 self.sendOffer()
             }
         }
@@ -149,21 +172,23 @@ final class ProviderSession {
         let request: HTTPRequest
         switch route {
         case .whip(let url):
-            request = HTTPRequest(method: "POST", url: url, headers: headers("application/sdp"), body: Array(offer.utf8))
+            request = HTTPRequest(method: "POST", url: url, headers: headers("application/sdp", for: url), body: Array(offer.utf8))
         case .openai(let calls, _):
-            request = HTTPRequest(method: "POST", url: calls, headers: headers("application/sdp"), body: Array(offer.utf8))
+            request = HTTPRequest(method: "POST", url: calls, headers: headers("application/sdp", for: calls), body: Array(offer.utf8))
         case .backend(let base, let chat):
             var url = base
-            url.target = joinPath(base.target, "voice/\(chat)")
+            url.target = joinPath(base.target, "voice/\(percentEncodedSegment(chat))")
             let body: JSONValue = ["sdp": .string(offer)]
-            request = HTTPRequest(method: "POST", url: url, headers: headers("application/json"), body: body.serialized())
+            request = HTTPRequest(method: "POST", url: url, headers: headers("application/json", for: url), body: body.serialized())
         }
         Log.info("session \(id): offer → \(request.url)")
         offerSentAt = loop.now
         post(request, redirects: 3)
     }
 
-    /// Posts the offer, following 307/308 redirects (RFC 9725 §4.5, RFC 9110 §15.4).
+    /// Posts the offer, following 307/308 redirects (RFC 9725 §4.5, RFC 9110 §15.4.8):
+    /// at most `redirects` of them, never from https to http, never to another scheme,
+    /// and without the token to another origin (see Signaling/Origin.swift).
     func post(_ request: HTTPRequest, redirects: Int) {
         http(request, .seconds(10)) { result in
             guard !self.closing else { return }
@@ -171,15 +196,28 @@ final class ProviderSession {
             case .failure(let error):
                 self.fail(error.isConfigurationProblem ? .configuration("the offer to \(request.url): \(error)")
                           : .transient("the offer to \(request.url) was not answered: \(error)"))
-            case .success(let response):
-                if (response.status == 307 || response.status == 308), redirects > 0,
-                   let location = response.headers["Location"], let next = try? request.url.resolving(location) {
-                    var again = request
-                    again.url = next
-                    Log.info("session \(self.id): redirected to \(next)")
-                    self.post(again, redirects: redirects - 1)
-                    return
+            case .success(let response) where response.status == 307 || response.status == 308:
+                guard redirects > 0 else {
+                    return self.fail(.transient("the offer to \(request.url) was redirected too many times (a redirect loop?)"), .dataError)
                 }
+                guard let location = response.headers["Location"] else {
+                    return self.fail(.transient("\(request.url) answered \(response.status) without a Location"), .dataError)
+                }
+                let next: HTTPURL
+                do throws(RedirectRefusal) { next = try request.url.redirect(to: location) } catch {
+                    return self.fail(.transient("the offer to \(request.url): \(error)"), .dataError)
+                }
+                var again = request
+                again.url = next
+                again.headers.remove("Authorization")
+                if let value = self.bearer?.authorization(for: next) {
+                    again.headers.add("Authorization", value)
+                    Log.info("session \(self.id): redirected to \(next)")
+                } else if self.bearer != nil {
+                    Log.warning("session \(self.id): redirected to \(next), another origin than the one configured: the token is not sent there")
+                }
+                self.post(again, redirects: redirects - 1)
+            case .success(let response):
                 self.answered(response, url: request.url)
             }
         }
@@ -187,7 +225,7 @@ final class ProviderSession {
 
     /// 401/403 → check the token; 429/503 with Retry-After → as asked; else transient.
     func classify(_ r: HTTPResponse, _ who: String) -> SessionFailure {
-        let message = "\(who) answered \(r.status) \(r.reason): \(r.bodyExcerpt(120))"
+        let message = "\(who) answered \(r.status) \(redacted(r.reason)): \(redacted(r.bodyExcerpt(120)))"
         if r.status == 401 || r.status == 403 { return .unauthorized(message) }
         if let delay = r.retryAfter(now: RealtimeClock.unixSeconds()) { return .retryAfter(delay, message) }
         return .transient(message)
@@ -200,7 +238,17 @@ final class ProviderSession {
             guard response.status == 201 || response.status == 200 else {
                 return fail(classify(response, route.name == "WHIP" ? "WHIP endpoint" : route.name))
             }
-            if let location = response.headers["Location"] { resource = try? url.resolving(location) }
+            if let location = response.headers["Location"] {
+                // The resource is where DELETE and PATCH go (RFC 9725 §4.2): an http(s)
+                // URL, no downgrade; on another origin it gets no token.
+                do throws(RedirectRefusal) { resource = try url.redirect(to: location) } catch {
+                    Log.warning("session \(id): the answer's Location is unusable (\(error)); the session cannot be ended or restarted by the provider's resource")
+                }
+                if let resource, bearer != nil, bearer?.authorization(for: resource) == nil, !warnedForeignResource {
+                    warnedForeignResource = true
+                    Log.warning("session \(id): the session resource \(resource) is on another origin than the one configured: DELETE and PATCH go there without the token")
+                }
+            }
             etag = response.headers["ETag"]
             iceServers = response.headers.values("Link").flatMap(parseICEServers)
             answer = response.bodyText
@@ -209,9 +257,9 @@ final class ProviderSession {
                 return fail(classify(response, "backend"))
             }
             guard let json = try? JSONValue.parse(response.body), let sdp = json["sdp"]?.string else {
-                return fail(.transient("the backend's answer is not JSON with an \"sdp\" string: \(response.bodyExcerpt(120))"), .dataError)
+                return fail(.transient("the backend's answer is not JSON with an \"sdp\" string: \(redacted(response.bodyExcerpt(120)))"), .dataError)
             }
-            voiceID = json["id"]?.string
+            voiceID = backendVoiceID(json["id"])
             answer = sdp
         }
         do throws(PeerError) {
@@ -326,7 +374,7 @@ final class ProviderSession {
             return done(false)
         }
         call.pump()
-        var h = headers("application/trickle-ice-sdpfrag")
+        var h = headers("application/trickle-ice-sdpfrag", for: resource)
         h.add("If-Match", "\"*\"")
         let request = HTTPRequest(method: "PATCH", url: resource, headers: h, body: Array(call.peer.iceRestartFragment().utf8))
         Log.info("session \(id): ICE restart → \(resource)")
@@ -344,7 +392,7 @@ final class ProviderSession {
                     done(false)
                 }
             case .success(let r):
-                Log.info("session \(self.id): ICE restart refused (\(r.status) \(r.reason))")
+                Log.info("session \(self.id): ICE restart refused (\(r.status) \(self.redacted(r.reason)))")
                 self.etag = nil
                 done(false)
             case .failure(let e):
@@ -364,18 +412,18 @@ final class ProviderSession {
         var closeRequest: HTTPRequest? = nil
         switch route {
         case .whip:
-            if let resource { closeRequest = HTTPRequest(method: "DELETE", url: resource, headers: headers(nil)) }
+            if let resource { closeRequest = HTTPRequest(method: "DELETE", url: resource, headers: headers(nil, for: resource)) }
         case .openai:
             if let resource {
                 var url = resource
                 url.target = joinPath(resource.target, "hangup")
-                closeRequest = HTTPRequest(method: "POST", url: url, headers: headers(nil))
+                closeRequest = HTTPRequest(method: "POST", url: url, headers: headers(nil, for: url))
             }
         case .backend(let base, let chat):
             if let voiceID {
                 var url = base
-                url.target = joinPath(base.target, "voice/\(chat)/\(voiceID)/close")
-                closeRequest = HTTPRequest(method: "POST", url: url, headers: headers("application/json"), body: Array("{}".utf8))
+                url.target = joinPath(base.target, "voice/\(percentEncodedSegment(chat))/\(percentEncodedSegment(voiceID))/close")
+                closeRequest = HTTPRequest(method: "POST", url: url, headers: headers("application/json", for: url), body: Array("{}".utf8))
             }
         }
         guard let closeRequest else {
@@ -384,7 +432,7 @@ final class ProviderSession {
         }
         http(closeRequest, .seconds(3)) { [self] result in
             switch result {
-            case .success(let r): Log.info("session \(id): provider close \(closeRequest.method) \(r.status) \(r.bodyExcerpt(80))")
+            case .success(let r): Log.info("session \(id): provider close \(closeRequest.method) \(r.status) \(redacted(r.bodyExcerpt(80)))")
             case .failure(let e): Log.warning("session \(id): provider close failed: \(e)")
             }
             finishClose()
@@ -404,6 +452,52 @@ final class ProviderSession {
         guard let a = offerSentAt, let b = firstAudioAt else { return nil }
         return (b - a).milliseconds
     }
+}
+
+/// The backend's voice id, which goes into the close route's path: a string (or a
+/// whole number, written in decimal) of 1–128 characters from RFC 3986's unreserved set
+/// (`A–Z a–z 0–9 - . _ ~`), and not "." or "..". Anything else (CRLF that would start a
+/// header of our own, `../` that would walk the path, an object) is refused and logged:
+/// the session then ends without a close request.
+func backendVoiceID(_ value: JSONValue?) -> String? {
+    guard let value else { return nil }
+    let text: String
+    if let s = value.string {
+        text = s
+    } else if let n = value.int64, n >= 0 {
+        text = String(n)
+    } else {
+        Log.warning("the backend's voice id is not a string or a whole number: no close request will be sent")
+        return nil
+    }
+    let ok = !text.isEmpty && text.utf8.count <= 128 && text != "." && text != ".."
+        && text.utf8.allSatisfy { isUnreserved($0) }
+    guard ok else {
+        Log.warning("the backend's voice id is unusable in a URL path (only A-Z a-z 0-9 - . _ ~, at most 128): no close request will be sent")
+        return nil
+    }
+    return text
+}
+
+/// RFC 3986 §2.3 unreserved characters.
+func isUnreserved(_ c: UInt8) -> Bool {
+    (c >= 0x30 && c <= 0x39) || (c >= 0x41 && c <= 0x5A) || (c >= 0x61 && c <= 0x7A)
+        || c == UInt8(ascii: "-") || c == UInt8(ascii: ".") || c == UInt8(ascii: "_") || c == UInt8(ascii: "~")
+}
+
+/// One path segment, percent-encoded (RFC 3986 §2.1): everything but unreserved
+/// characters, so "/", "?", "%" and control bytes cannot change the request's shape.
+func percentEncodedSegment(_ s: String) -> String {
+    let hex = Array("0123456789ABCDEF".utf8)
+    var out: [UInt8] = []
+    for c in s.utf8 {
+        if isUnreserved(c) {
+            out.append(c)
+        } else {
+            out += [UInt8(ascii: "%"), hex[Int(c >> 4)], hex[Int(c & 15)]]
+        }
+    }
+    return String(decoding: out, as: UTF8.self)
 }
 
 /// `Link: <stun:stun.example.net>; rel="ice-server"` (RFC 9725 §4.6) → the URIs.

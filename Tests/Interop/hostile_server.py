@@ -1,0 +1,135 @@
+#!/usr/bin/env python3
+"""A lying signaling server for Linnet's security tests (issue 13), standard library only.
+
+Two listeners on 127.0.0.1: the "home" origin Linnet is configured with, and a
+"foreign" origin (another port: another origin, RFC 6454) that logs every request it
+gets. Real answers come from an upstream answerer (`linnet answer`) the home listener
+proxies offers to, so a call can really connect.
+
+  hostile_server.py --mode MODE --log requests.jsonl [--upstream http://127.0.0.1:P]
+  stdout: READY <home-port> <foreign-port>
+
+Modes (what the home listener does with an offer):
+  redirect-foreign   307 to the foreign origin's /whip (which answers 503)
+  redirect-ftp       307 to ftp://127.0.0.1/whip
+  redirect-loop      307 to itself, forever
+  location-foreign   proxies the offer upstream (WHIP), answers with the upstream's SDP
+                     and a Location on the foreign origin
+  backend-id ID      backend route: proxies upstream, replaces the voice id with ID
+                     (a JSON value, e.g. '"a\\r\\nX-Injected: 1"', '"../../admin?x="', 42)
+  echo-401           401 whose body echoes the request's headers, token included
+
+Every request either listener receives is appended to --log as one JSON object:
+{"listener": "home"|"foreign", "method", "path", "headers": {name: value}}.
+"""
+import argparse
+import json
+import signal
+import sys
+import threading
+import urllib.request
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+lock = threading.Lock()
+
+
+def main():
+    # Linnet's test runner blocks SIGTERM/SIGINT for its signalfd and the mask is
+    # inherited: unblock them, or the test's terminate() would never end us.
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGTERM, signal.SIGINT})
+    p = argparse.ArgumentParser()
+    p.add_argument("--mode", required=True)
+    p.add_argument("--id", default='"v1"', help="backend-id mode: the id, as JSON")
+    p.add_argument("--log", required=True)
+    p.add_argument("--upstream", default=None)
+    a = p.parse_args()
+    log = open(a.log, "a", buffering=1)
+
+    def record(listener, handler):
+        with lock:
+            log.write(json.dumps({"listener": listener, "method": handler.command, "path": handler.path,
+                                  "headers": {k: v for k, v in handler.headers.items()}}) + "\n")
+
+    def body(handler):
+        n = int(handler.headers.get("Content-Length") or 0)
+        return handler.rfile.read(n) if n else b""
+
+    def send(handler, status, headers=(), payload=b""):
+        handler.send_response(status)
+        for k, v in headers:
+            handler.send_header(k, v)
+        handler.send_header("Content-Length", str(len(payload)))
+        handler.send_header("Connection", "close")
+        handler.end_headers()
+        handler.wfile.write(payload)
+
+    def upstream(path, data, content_type):
+        req = urllib.request.Request(a.upstream + path, data=data, method="POST", headers={"Content-Type": content_type})
+        with urllib.request.urlopen(req, timeout=10) as r:
+            return r.status, dict(r.headers), r.read()
+
+    class Foreign(BaseHTTPRequestHandler):
+        def log_message(self, *args):
+            pass
+
+        def handle_any(self):
+            record("foreign", self)
+            body(self)
+            send(self, 503 if self.command == "POST" else 200, [("Content-Type", "text/plain")], b"foreign\n")
+
+        do_POST = do_DELETE = do_PATCH = do_GET = handle_any
+
+    foreign = ThreadingHTTPServer(("127.0.0.1", 0), Foreign)
+    fport = foreign.server_address[1]
+
+    class Home(BaseHTTPRequestHandler):
+        def log_message(self, *args):
+            pass
+
+        def do_POST(self):
+            record("home", self)
+            data = body(self)
+            m = a.mode
+            if m == "redirect-foreign":
+                return send(self, 307, [("Location", f"http://127.0.0.1:{fport}/whip")])
+            if m == "redirect-ftp":
+                return send(self, 307, [("Location", "ftp://127.0.0.1/whip")])
+            if m == "redirect-loop":
+                return send(self, 307, [("Location", self.path)])
+            if m == "echo-401":
+                echoed = "".join(f"{k}: {v}\n" for k, v in self.headers.items()).encode()
+                return send(self, 401, [("Content-Type", "text/plain"), ("WWW-Authenticate", "Bearer")], b"you sent:\n" + echoed)
+            if m == "location-foreign" and self.path.startswith("/whip"):
+                status, headers, answer = upstream("/whip", data, "application/sdp")
+                loc = headers.get("Location", "/whip/x").split("/")[-1]
+                return send(self, 201, [("Content-Type", "application/sdp"), ("Location", f"http://127.0.0.1:{fport}/whip/{loc}")], answer)
+            if m == "backend-id" and self.path.startswith("/voice/") and not self.path.endswith("/close"):
+                status, headers, answer = upstream(self.path, data, "application/json")
+                j = json.loads(answer)
+                j["id"] = json.loads(a.id)
+                return send(self, 200, [("Content-Type", "application/json")], json.dumps(j).encode())
+            if self.path.endswith("/close"):
+                return send(self, 200, [("Content-Type", "application/json")], b'{"seconds": 1}')
+            send(self, 404, [("Content-Type", "text/plain")], b"not here\n")
+
+        def do_DELETE(self):
+            record("home", self)
+            send(self, 200)
+
+        def do_PATCH(self):
+            record("home", self)
+            body(self)
+            send(self, 405)
+
+    home = ThreadingHTTPServer(("127.0.0.1", 0), Home)
+    for s in (home, foreign):
+        threading.Thread(target=s.serve_forever, daemon=True).start()
+    print(f"READY {home.server_address[1]} {fport}", flush=True)
+    try:
+        threading.Event().wait()
+    except KeyboardInterrupt:
+        pass
+
+
+if __name__ == "__main__":
+    sys.exit(main())
