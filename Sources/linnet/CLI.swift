@@ -52,7 +52,8 @@ enum CLI {
               --whip URL               WHIP endpoint (RFC 9725)
               --backend URL --chat ID  the app backend's voice routes
               --openai --token-url URL OpenAI Realtime, the ephemeral key from the backend
-              --token-file FILE        bearer token (default $CREDENTIALS_DIRECTORY/token)
+              --token-file FILE        bearer token (default $CREDENTIALS_DIRECTORY/token;
+                                       outside systemd /etc/linnet/token when it exists)
               --ca-file FILE           an extra CA (PEM) for a private backend
               --capture PCM            ALSA capture device (default "default"; none: silence)
               --playback PCM           ALSA playback device (default "default"; none)
@@ -119,9 +120,13 @@ enum CLI {
             """, run: { args in DevicesCommand.run(args) }),
         Command(name: "check", synopsis: "check [options]", help: """
             Checks what run would use, one line each: the config (file, LINNET_*
-            environment and flags, as run reads them), the token, the capture and playback
-            devices (opened and closed again), the push-to-talk line, the STUN server and
-            whether the provider's URL answers. Exits 0 when every line is ok, else with
+            environment and flags, as run reads them), the token (the file run would read,
+            named: token-file, $CREDENTIALS_DIRECTORY/token, or /etc/linnet/token outside
+            systemd — use sudo for that one), the capture and playback devices (opened and
+            closed again), the push-to-talk line, the STUN server and whether the
+            provider's URL answers an OPTIONS request carrying the token (401 or 403:
+            check the token). Each line is ok, WARNING (run would carry on: a missing
+            button without ptt-required) or FAILED. Exits 0 when no line FAILED, else with
             the first failure's status. Takes run's options.
             """, run: { args in CheckCommand.run(args) }),
         Command(name: "selftest", synopsis: "selftest", help: """
