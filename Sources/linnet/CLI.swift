@@ -68,7 +68,9 @@ enum CLI {
               --stats-seconds N        a stats line every N seconds
               --status-file FILE       the state as JSON for a kiosk UI (default /run/linnet/status.json)
               --seconds N              end cleanly N seconds after connecting (0: run forever)
-              --max-attempts N         give up after N failed attempts in a row (0: never)
+              --max-attempts N         give up after N failed attempts in a row, or sooner when
+                                       the waits between them would pass 30 s per retry
+                                       (a long Retry-After, 401/403); 0: never
               --max-session-minutes N  the provider's session limit (rollover before it)
               --send FILE              text lines to send on the events channel once open
               --stun HOST:PORT         STUN server for server-reflexive candidates
