@@ -295,6 +295,8 @@ final class AgentRunner {
             }
         case .channelClosed(let channel):
             log("channel", [("event", "closed"), ("id", .number(JSONNumber(Int(channel))))])
+        case .channelRejected(let label):
+            log("channel", [("event", "rejected"), ("label", .string(label))])
         }
     }
 

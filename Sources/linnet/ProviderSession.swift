@@ -41,6 +41,8 @@ enum SessionReport {
     case channelOpened(channel: UInt16, label: String)
     case message(label: String, text: String?, binary: [UInt8]?)
     case channelClosed(UInt16)
+    /// The answer rejected the data channel we offered (`m=application 0`).
+    case channelRejected(label: String)
 }
 
 /// Sends one HTTP request on the loop (HTTP or HTTPS); the runner supplies it.
@@ -221,6 +223,20 @@ final class ProviderSession {
         }
         call.pump()
         Log.info("session \(id): answer applied; connecting")
+        if call.peer.dataChannelRejected { channelRejected() }
+    }
+
+    /// The provider answered our `application` section with port 0 (RFC 3264 §6): the
+    /// call goes on with audio only, so say once what that costs.
+    func channelRejected() {
+        let lost: String
+        if case .openai = route {
+            lost = "no transcripts and no push-to-talk turn commands (session.update, commit, response.create): only the provider's own voice detection works"
+        } else {
+            lost = "no transcripts or provider events, and nothing from 'send' is sent"
+        }
+        Log.warning("session \(id): the provider rejected the data channel (m=application 0): no events channel '\(channelLabel)', so \(lost); audio goes on")
+        onReport(.channelRejected(label: channelLabel))
     }
 
     func fail(_ failure: SessionFailure, _ status: ExitStatus? = nil) {

@@ -19,4 +19,23 @@ import Glibc
         #expect(r.err.contains("retry after 600 s"), "\(r.err)")
         #expect(r.err.contains("giving up") && r.err.contains("max-attempts"), "\(r.err)")
     }
+
+    /// A provider that rejects the data channel (`m=application 0`): one warning naming
+    /// what is lost, and a `channel` event saying it was rejected.
+    @Test func rejectedDataChannelIsAWarning() throws {
+        let stub = try StubProvider("reject-datachannel")
+        let log = temporary("reject-dc.log")
+        defer { unlink(log) }
+        let agent = try LineProcess(Linnet.executable.path, ["run", "--whip", stub.url, "--events", "-", "--max-attempts", "1"] + quiet,
+                                    stderr: log)
+        defer { agent.stop() }
+        let rejected = agent.waitFor { event($0)?["type"] as? String == "channel" && event($0)?["event"] as? String == "rejected" }
+        #expect(rejected != nil)
+        agent.signal(SIGTERM)
+        agent.process.waitUntilExit()
+        let text = (try? String(contentsOfFile: log, encoding: .utf8)) ?? ""
+        let warnings = text.split(separator: "\n").filter { $0.contains("warning:") && $0.contains("data channel") }
+        #expect(warnings.count == 1, "\(text)")
+        #expect(warnings.first?.contains("no events channel") == true, "\(text)")
+    }
 }
