@@ -7,6 +7,17 @@ import DTLS
 import Devices
 
 /// Exit statuses (sysexits.h), as CLI.md fixes them.
+///
+/// For the provider (run with max-attempts, and check) one rule, whatever the layer:
+/// - 65 `dataError`: an answer came and is not usable data — bytes that are not HTTP
+///   (a bad status line or header, a chunk size, headers or body over the limit), a
+///   body that is not the SDP or JSON the route expects, an SDP answer that cannot be
+///   applied, a redirect that cannot be followed.
+/// - 69 `unavailable`: no answer — DNS, refused, reset, timed out, closed before the
+///   response was complete, TLS that did not come up (other than a certificate) — or a
+///   provider that answers it cannot (5xx, 404, …), or a call whose ICE/DTLS failed.
+/// - 78 `config`: what a person must fix — 401/403 (the token), a certificate or CA
+///   that does not verify.
 enum ExitStatus: Int32 {
     case ok = 0
     case usage = 64
@@ -14,6 +25,18 @@ enum ExitStatus: Int32 {
     case unavailable = 69
     case software = 70
     case config = 78
+}
+
+extension HTTPClientError {
+    /// This failure's exit status by the rule above.
+    var exitStatus: ExitStatus {
+        if isConfigurationProblem { return .config }
+        switch self {
+        case .http(.truncated): return .unavailable
+        case .http: return .dataError
+        default: return .unavailable
+        }
+    }
 }
 
 let linnetVersion = "0.1.0"
@@ -78,6 +101,12 @@ enum CLI {
               --log-level LEVEL        error, warn, info (default) or debug
             Hook and codec keys (rate, gain-db, agc, noise-gate, limiter, high-pass-hz,
             bitrate, complexity, fec, dtx) are as in 'linnet help audio'.
+            Exit status (with --seconds or --max-attempts, or when it cannot start): 0 a
+            clean end; 65 the provider's answer is not usable data (not HTTP, not the SDP
+            or JSON expected, an SDP that cannot be applied); 69 no answer (unreachable,
+            refused, timed out), a 5xx or other refusal, a call whose ICE/DTLS failed, or a
+            missing device; 78 configuration: the config, 401/403 (check the token), a
+            certificate that does not verify; 64 a bad flag; 70 an internal error.
             """, run: { args in RunCommand.run(args) }),
         Command(name: "demo", synopsis: "demo [--seconds N]", help: """
             A whole call on this machine, with no sound card and no backend: the built-in
@@ -195,7 +224,7 @@ enum CLI {
             let padded = c.synopsis + String(repeating: " ", count: max(1, 50 - c.synopsis.count))
             text += "  linnet " + padded + (c.run == nil ? "(not in this build yet)" : "") + "\n"
         }
-        text += "\n'linnet help COMMAND' tells more. Exit status: 0 ok, 64 usage, 65 bad data,\n69 service or device unavailable, 70 internal error, 78 configuration error.\n"
+        text += "\n'linnet help COMMAND' tells more. Exit status: 0 ok, 64 usage, 65 bad data (also an\nanswer that is not usable: not HTTP, not SDP), 69 service or device unavailable (no\nanswer, 5xx), 70 internal error, 78 configuration error (also 401/403, certificates).\n"
         writeOut(text)
         return .ok
     }

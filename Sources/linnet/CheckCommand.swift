@@ -161,7 +161,7 @@ enum CheckCommand {
                 let ms = (loop.now - started).milliseconds
                 result = .success("\(url) answers (HTTP \(response.status) to OPTIONS in \(ms) ms)")
             case .failure(let e):
-                result = .failure(CLIFailure(e.isConfigurationProblem ? .config : .unavailable, "\(url): \(e)"))
+                result = .failure(CLIFailure(e.exitStatus, "\(url): \(e)"))
             }
             loop.stop()
         }

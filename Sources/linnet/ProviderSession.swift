@@ -127,7 +127,7 @@ final class ProviderSession {
             guard !self.closing else { return }
             switch result {
             case .failure(let e):
-                self.fail(e.isConfigurationProblem ? .configuration("the token URL \(url): \(e)") : .transient("the token URL \(url) did not answer: \(e)"))
+                self.failRequest(e, e.isConfigurationProblem ? .configuration("the token URL \(url): \(e)") : .transient("the token URL \(url) did not answer: \(e)"))
             case .success(let r):
                 guard (200..<300).contains(r.status) else {
                     return self.fail(self.classify(r, "the token URL \(url)"))
@@ -171,7 +171,7 @@ final class ProviderSession {
             guard !self.closing else { return }
             switch result {
             case .failure(let error):
-                self.fail(error.isConfigurationProblem ? .configuration("the offer to \(request.url): \(error)")
+                self.failRequest(error, error.isConfigurationProblem ? .configuration("the offer to \(request.url): \(error)")
                           : .transient("the offer to \(request.url) was not answered: \(error)"))
             case .success(let response):
                 if (response.status == 307 || response.status == 308), redirects > 0,
@@ -237,6 +237,12 @@ final class ProviderSession {
         }
         Log.warning("session \(id): the provider rejected the data channel (m=application 0): no events channel '\(channelLabel)', so \(lost); audio goes on")
         onReport(.channelRejected(label: channelLabel))
+    }
+
+    /// A request that got no usable HTTP answer: the status by the rule in CLI.swift
+    /// (`HTTPClientError.exitStatus`: 65 for bytes that are not HTTP, 69 for none).
+    func failRequest(_ error: HTTPClientError, _ failure: SessionFailure) {
+        fail(failure, error.exitStatus)
     }
 
     func fail(_ failure: SessionFailure, _ status: ExitStatus? = nil) {

@@ -8,6 +8,28 @@ import Glibc
 @Suite(.serialized) struct ProviderMessageTests {
     let quiet = ["--capture", "none", "--playback", "none"]
 
+    /// The exit-status rule: 65 for an answer that came but is not usable data (its HTTP
+    /// framing or its SDP broken), 69 for no answer (refused, timed out) or a provider
+    /// that says it cannot (5xx), 78 for 401/403 — the same for run and check.
+    @Test func exitStatusesFollowOneRule() throws {
+        let http = try StubProvider("http-garbage")
+        let h = try runBounded(["run", "--whip", http.url, "--max-attempts", "1"] + quiet)
+        #expect(h.status == 65 && h.err.contains("malformed"), "\(h.err)")
+        let hc = try runBounded(["check", "--whip", http.url] + quiet)
+        #expect(hc.status == 65, "\(hc.out)")
+
+        let sdp = try StubProvider("sdp-garbage")
+        let s = try runBounded(["run", "--whip", sdp.url, "--max-attempts", "1"] + quiet)
+        #expect(s.status == 65 && s.err.contains("unusable"), "\(s.err)")
+
+        let (sock, port) = boundTCPSocket()
+        close(sock)
+        let refused = try runBounded(["run", "--whip", "http://127.0.0.1:\(port)/whip", "--max-attempts", "1"] + quiet)
+        #expect(refused.status == 69, "\(refused.err)")
+        let rc = try runBounded(["check", "--whip", "http://127.0.0.1:\(port)/whip"] + quiet)
+        #expect(rc.status == 69, "\(rc.out)")
+    }
+
     /// A day-long Retry-After is shown as the wait the agent will really do (capped), and
     /// a max-attempts run does not sit out 10-minute waits: it ends at once, saying why.
     @Test func cappedRetryAfterAndMaxAttemptsBudget() throws {
