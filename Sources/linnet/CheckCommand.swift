@@ -155,8 +155,10 @@ enum CheckCommand {
         client.send(HTTPRequest(method: "OPTIONS", url: url, headers: headers), timeout: .seconds(5)) { r in
             switch r {
             case .success(let response) where response.status == 401 || response.status == 403:
+                // Our own reason phrase, not the server's: it could echo the token back.
+                let reason = response.status == 401 ? "Unauthorized" : "Forbidden"
                 let sent = token == nil ? " (no token was sent: set token-file, or put it in \(RunCommand.systemTokenPath))" : ""
-                result = .failure(CLIFailure(.config, "\(response.status) \(response.reason) from \(url) — check the token\(sent)"))
+                result = .failure(CLIFailure(.config, "\(response.status) \(reason) from \(url) — check the token\(sent)"))
             case .success(let response):
                 let ms = (loop.now - started).milliseconds
                 result = .success("\(url) answers (HTTP \(response.status) to OPTIONS in \(ms) ms)")
