@@ -7,9 +7,13 @@
 #
 # Contents: /usr/bin/linnet (stripped), /lib/systemd/system/linnet.service,
 # /etc/linnet/linnet.conf (a conffile), /usr/share/linnet/board/<profile>/ (the board
-# profiles), /usr/share/doc/linnet/. Maintainer scripts create the `linnet` system user
-# (in audio, gpio and spi) and remove it on purge. Depends is computed from the binary's
-# NEEDED entries and the newest glibc symbol version it uses.
+# profiles), /usr/share/doc/linnet/ (README, copyright in DEP-5 format naming the
+# statically linked libraries: scripts/deb/copyright, and the changelog). Maintainer
+# scripts create the `linnet` system user (in audio, gpio and spi) and remove it on
+# purge, and the gpio and spi groups where they are missing — recorded in
+# /var/lib/linnet/created-groups, so that purge removes those, and only those, when no
+# one else is in them. Depends is computed from the binary's NEEDED entries and the
+# newest glibc symbol version it uses.
 set -euo pipefail
 top=$(cd "$(dirname "$0")/.." && pwd)
 bin=${1:?usage: build-deb.sh BINARY [OUTDIR]}
@@ -38,6 +42,8 @@ for lib in $(readelf -d "$bin" | sed -n 's/.*(NEEDED).*\[\(.*\)\]/\1/p'); do
   esac
   [[ " ${depends[*]-} " == *" $dep"* ]] || depends+=("$dep")
 done
+# The maintainer scripts create the user and groups with adduser/addgroup.
+depends+=("adduser")
 depends_field=$(IFS=,; echo "${depends[*]}" | sed 's/,/, /g')
 
 stage=$(mktemp -d)
@@ -50,6 +56,21 @@ chmod 0755 "$root/usr/bin/linnet"
 install -m 0644 "$top/systemd/linnet.service" "$root/lib/systemd/system/linnet.service"
 install -m 0644 "$top/board/usb/linnet.conf" "$root/etc/linnet/linnet.conf"
 install -m 0644 "$top/README.md" "$root/usr/share/doc/linnet/README.md"
+install -m 0644 "$top/scripts/deb/copyright" "$root/usr/share/doc/linnet/copyright"
+# Policy §12.7: a native package (no Debian revision) ships changelog.gz, any other
+# changelog.Debian.gz; gzip -n and a fixed date keep the package reproducible.
+changelog=changelog.gz
+[[ "$version" == *-* ]] && changelog=changelog.Debian.gz
+when=${SOURCE_DATE_EPOCH:-$(git -C "$top" log -1 --format=%ct 2>/dev/null || date +%s)}
+{
+  echo "linnet ($version) unstable; urgency=medium"
+  echo
+  echo "  * Linnet $version: see /usr/share/doc/linnet/README.md for what it does and"
+  echo "    how to set it up on a board."
+  echo
+  echo " -- Linnet developers <linnet@localhost>  $(LC_ALL=C date -u -R -d "@$when")"
+} | gzip -9n > "$root/usr/share/doc/linnet/$changelog"
+chmod 0644 "$root/usr/share/doc/linnet/$changelog"
 for profile in "$top"/board/*/; do
   name=$(basename "$profile")
   install -d "$root/usr/share/linnet/board/$name"
@@ -70,9 +91,9 @@ Section: sound
 Priority: optional
 Description: voice agent for Linux single-board computers
  Captures a USB or I2S microphone with ALSA, encodes Opus and talks to a cloud
- voice provider over its own WebRTC stack; the answer plays on the speaker. A GPIO
- push-to-talk button and status LEDs are supported. Runs as the systemd service
- linnet.service under its own user.
+ voice provider over its own WebRTC stack; the answer plays on the speaker. A
+ GPIO push-to-talk button and status LEDs are supported. Runs as the systemd
+ service linnet.service under its own user.
 CONTROL
 
 cat > "$root/DEBIAN/postinst" <<'SCRIPT'
@@ -84,9 +105,14 @@ if [ "$1" = configure ]; then
             --gecos "Linnet voice agent" linnet >/dev/null
     fi
     # The unit asks for these groups (SupplementaryGroups=); a system without GPIO or
-    # SPI gets empty ones so that the service can still start.
+    # SPI gets empty ones so that the service can still start. The ones made here are
+    # recorded, so that purge removes them and never a group the system had.
     for g in gpio spi; do
-        getent group "$g" >/dev/null || addgroup --system "$g" >/dev/null
+        if ! getent group "$g" >/dev/null; then
+            addgroup --system "$g" >/dev/null
+            mkdir -p /var/lib/linnet
+            echo "$g" >> /var/lib/linnet/created-groups
+        fi
     done
     for g in audio gpio spi; do
         if getent group "$g" >/dev/null; then adduser linnet "$g" >/dev/null 2>&1 || true; fi
@@ -120,9 +146,22 @@ case "$1" in
         ;;
     purge)
         rm -f /etc/systemd/system/multi-user.target.wants/linnet.service
-        rm -rf /etc/linnet /var/lib/linnet
         if getent passwd linnet >/dev/null; then deluser --system linnet >/dev/null 2>&1 || true; fi
         if getent group linnet >/dev/null; then delgroup --system linnet >/dev/null 2>&1 || true; fi
+        # The gpio and spi groups postinst made (and nothing else the record may name),
+        # once no user has them as a supplementary or primary group.
+        if [ -f /var/lib/linnet/created-groups ]; then
+            for g in $(sort -u /var/lib/linnet/created-groups); do
+                case "$g" in gpio|spi) ;; *) continue ;; esac
+                entry=$(getent group "$g") || continue
+                gid=$(echo "$entry" | cut -d: -f3)
+                members=$(echo "$entry" | cut -d: -f4)
+                if [ -z "$members" ] && ! cut -d: -f4 /etc/passwd | grep -qx "$gid"; then
+                    delgroup --system "$g" >/dev/null 2>&1 || true
+                fi
+            done
+        fi
+        rm -rf /etc/linnet /var/lib/linnet
         [ -d /run/systemd/system ] && systemctl daemon-reload || true
         ;;
 esac

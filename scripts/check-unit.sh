@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# Checks systemd/linnet.service: `systemd-analyze verify` must be clean and
-# `systemd-analyze security` must rate it 2.0 or lower. Prints
-# `BENCH systemd_exposure <x> score`.
+# Checks systemd/linnet.service: `systemd-analyze verify` must be clean,
+# `systemd-analyze security` must rate it 2.0 or lower, and the settings its exposure
+# score does not see must be there (LimitCORE=0: no core dumps holding the token).
+# Prints `BENCH systemd_exposure <x> score`.
 #
 # usage: scripts/check-unit.sh [unit file]   (default systemd/linnet.service)
 set -euo pipefail
@@ -25,6 +26,13 @@ if ! out=$(systemd-analyze verify "$check" 2>&1) || [ -n "$out" ]; then
   echo "$out" >&2
   exit 1
 fi
+
+for setting in LimitCORE=0; do
+  if ! grep -qx "$setting" "$unit"; then
+    echo "$(basename "$unit"): $setting is missing" >&2
+    exit 1
+  fi
+done
 
 score=$(systemd-analyze security --offline=true "$check" 2>/dev/null |
         sed -n 's/.*Overall exposure level for .*: \([0-9.]*\).*/\1/p')

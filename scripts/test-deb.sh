@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
-# Tests the Debian package on this machine: install, files, user, conffile, the
-# binary's selftest from /usr/bin, the installed unit (systemd-analyze verify and
-# security), upgrade keeping a changed conffile, purge and its cleanup. Then checks the
-# arm64 package's contents and control fields, if one is given.
+# Tests the Debian package on this machine: install, files (the DEP-5 copyright and the
+# changelog included), user, conffile, the binary's selftest from /usr/bin, the installed
+# unit (systemd-analyze verify and security), upgrade keeping a changed conffile, purge
+# and its cleanup — the gpio/spi groups postinst made go, a group the system had stays,
+# and so does one someone else is in. Then checks the arm64 package's contents and
+# control fields, if one is given.
 #
 # usage: scripts/test-deb.sh HOST_BINARY [ARM64_DEB]
 # Needs root (dpkg -i); changes the system only while it runs (it purges at the end,
@@ -18,8 +20,18 @@ if dpkg-query -W -f='${Status}' linnet 2>/dev/null | grep -q installed; then
 fi
 
 work=$(mktemp -d)
+# Groups: spi stands for one the system had (made here if missing, removed at the end);
+# gpio, when missing, is the one postinst makes.
+made_spi=
+if ! getent group spi >/dev/null; then addgroup --system spi >/dev/null; made_spi=yes; fi
+gpio_before=$(getent group gpio >/dev/null && echo yes || true)
 cleanup() {
   dpkg --purge linnet >/dev/null 2>&1 || true
+  [ -n "$made_spi" ] && delgroup --system spi >/dev/null 2>&1 || true
+  if [ -z "$gpio_before" ] && getent group gpio >/dev/null; then
+    deluser nobody gpio >/dev/null 2>&1 || true
+    delgroup --system gpio >/dev/null 2>&1 || true
+  fi
   rm -rf "$work"
 }
 trap cleanup EXIT
@@ -27,6 +39,16 @@ fails=0
 check() {  # check "what" command…
   local what=$1; shift
   if "$@" >/dev/null 2>&1; then echo "ok    $what"; else echo "FAIL  $what" >&2; fails=$((fails + 1)); fi
+}
+
+# DEP-5: each license short name a Files paragraph uses ("A and B", "A or B") needs a
+# stand-alone License paragraph with its text.
+licenses_have_texts() {
+  awk 'BEGIN { RS = ""; FS = "\n" }
+    $1 ~ /^Files:/ { for (i = 1; i <= NF; i++) if ($i ~ /^License: /) {
+        n = split(substr($i, 10), names, / and | or /); for (j = 1; j <= n; j++) used[names[j]] = 1 } }
+    $1 ~ /^License: / && NF > 1 && $2 ~ /^ / { defined[substr($1, 10)] = 1 }
+    END { for (u in used) if (!(u in defined)) { print "no license text for " u > "/dev/stderr"; bad = 1 }; exit bad }' "$1"
 }
 
 base=$(sed -n 's/^let linnetVersion = "\(.*\)"/\1/p' "$top/Sources/linnet/CLI.swift")
@@ -55,6 +77,16 @@ check "systemd-analyze security ≤ 2.0" "$top/scripts/check-unit.sh" /lib/syste
 # (Its keys are checked by Tests/AgentTests BoardConfigTests, which parses every profile.)
 check "/etc/linnet/linnet.conf is the usb profile" cmp /etc/linnet/linnet.conf "$top/board/usb/linnet.conf"
 check "state directory /var/lib/linnet owned by linnet" sh -c 'test "$(stat -c %U /var/lib/linnet)" = linnet'
+check "copyright in DEP-5 format" sh -c "head -n 1 /usr/share/doc/linnet/copyright | grep -qx 'Format: https://www.debian.org/doc/packaging-manuals/copyright-format/1.0/'"
+for lib in "opus/\*:BSD-3-clause and BSD-2-clause" "mbedtls/\*:Apache-2.0" "libsrtp/\*:BSD-3-clause~Cisco" "libgpiod/\*:LGPL-2.1+"; do
+  check "copyright names ${lib%%:*} under ${lib#*:}" \
+    sh -c "grep -A 20 -x 'Files: ${lib%%:*}' /usr/share/doc/linnet/copyright | grep -m 1 '^License:' | grep -qxF 'License: ${lib#*:}'"
+done
+check "every license a Files paragraph names has a stand-alone text" licenses_have_texts /usr/share/doc/linnet/copyright
+check "changelog.gz (native package) is a Debian changelog" sh -c "zcat /usr/share/doc/linnet/changelog.gz | head -n 1 | grep -q '^linnet ($base) '"
+if [ -z "$gpio_before" ]; then
+  check "postinst recorded the gpio group it made, not spi" sh -c 'test "$(cat /var/lib/linnet/created-groups)" = gpio'
+fi
 
 # Upgrade with a locally changed conffile: the change must survive.
 echo "# changed by test-deb.sh" >> /etc/linnet/linnet.conf
@@ -73,6 +105,19 @@ check "purge: /var/lib/linnet gone" test ! -e /var/lib/linnet
 check "purge: user gone" sh -c '! getent passwd linnet'
 check "purge: group gone" sh -c '! getent group linnet'
 check "purge: package gone" sh -c "! dpkg-query -W -f='\${Status}' linnet 2>/dev/null | grep -q installed"
+check "purge: the spi group the system had is kept" getent group spi
+if [ -z "$gpio_before" ]; then
+  check "purge: the gpio group postinst made is gone" sh -c '! getent group gpio'
+  # Again, with someone else in gpio: purge must leave it.
+  dpkg -i "$deb1" >/dev/null
+  adduser nobody gpio >/dev/null
+  dpkg --purge linnet >/dev/null
+  check "purge: a gpio group with another member is kept" sh -c 'getent group gpio | cut -d: -f4 | grep -qx nobody'
+  deluser nobody gpio >/dev/null 2>&1 || true
+  delgroup --system gpio >/dev/null 2>&1 || true
+else
+  echo "skip  gpio existed before the install: the made-by-postinst case is not tested here"
+fi
 
 # The arm64 package: control fields and contents (it cannot be installed here).
 if [ -n "$arm64_deb" ]; then
@@ -80,8 +125,8 @@ if [ -n "$arm64_deb" ]; then
   check "arm64: Package linnet" test "$(dpkg-deb -f "$arm64_deb" Package)" = linnet
   check "arm64: Version $base" test "$(dpkg-deb -f "$arm64_deb" Version)" = "$base"
   depends=$(dpkg-deb -f "$arm64_deb" Depends)
-  check "arm64: Depends only libasound2 and libc6 ($depends)" \
-    sh -c "echo '$depends' | tr ',' '\n' | sed 's/ *(.*//; s/^ *//' | sort | tr '\n' ' ' | grep -qx 'libasound2 libc6 '"
+  check "arm64: Depends only adduser, libasound2 and libc6 ($depends)" \
+    sh -c "echo '$depends' | tr ',' '\n' | sed 's/ *(.*//; s/^ *//' | sort | tr '\n' ' ' | grep -qx 'adduser libasound2 libc6 '"
   contents=$(dpkg-deb -c "$arm64_deb")
   for f in ./usr/bin/linnet ./lib/systemd/system/linnet.service ./etc/linnet/linnet.conf; do
     check "arm64: contains $f" grep -q " $f\$" <<<"$contents"

@@ -16,7 +16,11 @@
 // - Failed attempts back off exponentially with full jitter (0.5 s doubling to 30 s,
 //   the "Exponential Backoff And Jitter" scheme), forever. Authorization failures
 //   (401/403) back off long: the token will not fix itself in half a second. A
-//   `Retry-After` is honoured as a floor.
+//   `Retry-After` is honoured as a floor, up to `maximumRetryAfter`; a capped one is
+//   reported with the wait that will really be done (the asked one beside it).
+// - `max-attempts` runs (scripts) are bounded in time as well as in attempts
+//   (`AttemptLimit`): a long Retry-After or the 401/403 back-off ends them at once
+//   rather than making them sit for minutes.
 import Wire
 
 /// A session's state as app SDKs name them (ARCHITECTURE.md "Sessions").
@@ -33,17 +37,25 @@ public enum SessionFailure: Sendable, Equatable, CustomStringConvertible {
     /// Something only a person can fix: a certificate that does not verify, a CA file
     /// that cannot be read. Backs off as long as `unauthorized`.
     case configuration(String)
-    /// The server asked for a pause (`Retry-After`, RFC 9110 §10.2.3).
-    case retryAfter(Duration, String)
+    /// The server asked for a pause (`Retry-After`, RFC 9110 §10.2.3): the wait, and
+    /// what the server asked for when the supervisor capped it (`maximumRetryAfter`).
+    case retryAfter(Duration, String, asked: Duration? = nil)
 
     public var description: String {
         switch self {
         case .transient(let m): return m
         case .unauthorized(let m): return m + " (check the token)"
         case .configuration(let m): return m
-        case .retryAfter(let d, let m): return m + " (retry after \(d))"
+        case .retryAfter(let d, let m, let asked):
+            guard let asked else { return m + " (retry after \(spokenSeconds(d)))" }
+            return m + " (retry after \(spokenSeconds(d)), the cap; the server asked for \(spokenSeconds(asked)))"
         }
     }
+}
+
+/// "7 s", "600 s"; a wait that is not whole seconds as `Duration` prints it.
+func spokenSeconds(_ d: Duration) -> String {
+    d.nanoseconds % 1_000_000_000 == 0 ? "\(d.nanoseconds / 1_000_000_000) s" : d.description
 }
 
 /// The supervisor's timing.
@@ -213,8 +225,13 @@ public final class Supervisor {
     }
 
     /// Session `id` failed: setup (HTTP, SDP), ICE failure or consent expiry, DTLS.
-    public func failed(_ id: Int, _ failure: SessionFailure, now: Instant) {
+    public func failed(_ id: Int, _ reported: SessionFailure, now: Instant) {
         guard !closing else { return }
+        // What is logged and reported is the wait that will be done.
+        var failure = reported
+        if case .retryAfter(let asked, let m, _) = reported, asked > policy.maximumRetryAfter {
+            failure = .retryAfter(policy.maximumRetryAfter, m, asked: asked)
+        }
         if candidate?.id == id {
             emit(.closeSession(id: id))
             candidate = nil
@@ -333,7 +350,7 @@ public final class Supervisor {
             // Half fixed, half jittered: long, but a fleet does not come back in step.
             let d = exponential(policy.authBackoff, policy.maximumAuthBackoff)
             delay = d / 2 + fullJitter(ceiling: d / 2)
-        case .retryAfter(let asked, _):
+        case .retryAfter(let asked, _, _):
             let backoff = fullJitter(ceiling: exponential(policy.initialBackoff, policy.maximumBackoff))
             delay = max(backoff, min(asked, policy.maximumRetryAfter))
         }
@@ -352,5 +369,62 @@ public final class Supervisor {
     func fullJitter(ceiling: Duration) -> Duration {
         guard ceiling.nanoseconds > 0 else { return .zero }
         return Duration(nanoseconds: Int64(random.next() % UInt64(ceiling.nanoseconds + 1)))
+    }
+}
+
+/// `max-attempts N`: a run for scripts gives up after N failed attempts in a row — and,
+/// so that a long `Retry-After` (up to 10 minutes) or the 401/403 back-off cannot make
+/// it sit for many minutes, as soon as the waits between its attempts would pass
+/// `waitPerRetry` for each retry it allows: 30 s · (N − 1) in all with the default
+/// policy. The ordinary back-off (0.5 s doubling to 30 s) never reaches that, so only
+/// waits a script would not want end a run early, and the message says which.
+public struct AttemptLimit: Sendable, Equatable {
+    public let maximumAttempts: Int
+    public let maximumTotalWait: Duration
+    /// The waits scheduled since the last connected session.
+    public private(set) var waited = Duration.zero
+
+    public enum Verdict: Sendable, Equatable {
+        /// Wait and try again.
+        case retry
+        /// Stop now; why, in words ("giving up after 1 failed attempt: …").
+        case giveUp(String)
+    }
+
+    /// `maximumAttempts` 0: never give up (and no limit on waiting).
+    public init(maximumAttempts: Int, waitPerRetry: Duration = SupervisorPolicy().maximumBackoff) {
+        self.maximumAttempts = maximumAttempts
+        maximumTotalWait = waitPerRetry * Int64(max(0, maximumAttempts - 1))
+    }
+
+    /// What a run says at its start, so that a script's author knows the bound.
+    public var summary: String? {
+        guard maximumAttempts > 0 else { return nil }
+        return "max-attempts \(maximumAttempts): gives up after \(maximumAttempts) failed attempt\(maximumAttempts == 1 ? "" : "s") in a row, "
+            + "or sooner if the waits between them would pass \(spokenSeconds(maximumTotalWait)) in all"
+    }
+
+    /// Failed attempt `attempt` (counted since the last connect) with `delay` before the
+    /// next one.
+    public mutating func failed(attempt: Int, delay: Duration) -> Verdict {
+        guard maximumAttempts > 0 else { return .retry }
+        let attempts = "\(attempt) failed attempt\(attempt == 1 ? "" : "s")"
+        if attempt >= maximumAttempts { return .giveUp("giving up after \(attempts) (max-attempts \(maximumAttempts))") }
+        if waited + delay > maximumTotalWait {
+            return .giveUp("giving up after \(attempts): the next would wait \(spokenSeconds(delay.roundedUpToSeconds)), and a max-attempts \(maximumAttempts) run waits at most \(spokenSeconds(maximumTotalWait)) in all")
+        }
+        waited = waited + delay
+        return .retry
+    }
+
+    /// A session connected: the waiting starts again (as the attempt count does).
+    public mutating func connected() { waited = .zero }
+}
+
+extension Duration {
+    /// Whole seconds, rounded up (for "would wait 45 s").
+    var roundedUpToSeconds: Duration {
+        let s = (nanoseconds + 999_999_999) / 1_000_000_000
+        return .seconds(s)
     }
 }

@@ -409,7 +409,13 @@ public final class DTLSConnection {
                 return
             }
             if r != 0 {
-                fail(fingerprintRejected ? .fingerprintMismatch : .crypto(call: "handshake", code: r))
+                if fingerprintRejected {
+                    fail(.fingerprintMismatch)
+                } else if r == MBEDTLS_ERR_SSL_FATAL_ALERT_MESSAGE, let alert = lastAlert() {
+                    fail(.peerAlert(code: alert, handshake: true))
+                } else {
+                    fail(.crypto(call: "handshake", code: r))
+                }
                 return
             }
             // OPTIONAL lets a client that sends no certificate through; WebRTC does not.
@@ -454,9 +460,20 @@ public final class DTLSConnection {
             // A record that fails authentication is dropped by mbedtls itself (DTLS
             // ignores bad records, RFC 6347 §4.1.2.7); anything surfacing here is fatal.
             droppedRecords += 1
-            fail(.crypto(call: "mbedtls_ssl_read", code: n))
+            if n == MBEDTLS_ERR_SSL_FATAL_ALERT_MESSAGE, let alert = lastAlert() {
+                fail(.peerAlert(code: alert, handshake: false))
+            } else {
+                fail(.crypto(call: "mbedtls_ssl_read", code: n))
+            }
             return
         }
+    }
+
+    /// The description byte of the alert record mbedtls just read (RFC 5246 §7.2: level,
+    /// description); mbedtls 2.28 keeps it in `in_msg` and offers no getter.
+    private func lastAlert() -> UInt8? {
+        guard let msg = ssl.pointee.in_msg, ssl.pointee.in_msglen >= 2 else { return nil }
+        return msg[1]
     }
 
     private func fail(_ error: DTLSError) {

@@ -25,10 +25,14 @@ public enum DTLSError: Error, Equatable, Sendable, CustomStringConvertible {
     /// The handshake ended without the peer presenting a certificate (a client may
     /// leave it out in TLS; WebRTC authenticates by it, RFC 8827 §6.5).
     case noPeerCertificate
+    /// The peer sent a fatal alert (RFC 5246 §7.2, RFC 6347 §4.1.2.7): its description
+    /// code, and whether it came during the handshake (a refusal) or after.
+    case peerAlert(code: UInt8, handshake: Bool)
 
     public var description: String {
         switch self {
-        case .crypto(let call, let code): return "\(call): \(DTLSError.text(code)) (-0x\(String(UInt32(bitPattern: -code), radix: 16)))"
+        case .crypto(let call, let code): return DTLSError.describe(call: call, code: code)
+        case .peerAlert(let code, let handshake): return DTLSError.describeAlert(code, handshake: handshake)
         case .fingerprintMismatch: return "dtls: peer certificate does not match the SDP fingerprint"
         case .noFingerprint: return "dtls: the peer's SDP has no sha-256 (or better) fingerprint"
         case .srtpNotNegotiated: return "dtls: the peer did not agree SRTP_AES128_CM_HMAC_SHA1_80"

@@ -8,15 +8,18 @@
 ///   kHz) rather than forcing ALSA's `plug` conversion: the pipeline converts in fixed
 ///   point on the capture thread, and `hw:` devices work without a plug layer.
 /// - Errors carry the device name and ALSA's own text: "cannot open capture device
-///   'hw:3,0': No such file or directory" is what a person needs to see.
+///   'hw:3,0': No such file or directory" is what a person needs to see. A device that
+///   does not exist also names the sound cards that do (`/proc/asound/cards`), with a
+///   pointer to the usual cause on a board: a HAT whose overlay is not active.
 import CALSA
 import CSystem
 import Audio
 
 /// What ALSA refused, with the device, the call and ALSA's error text.
 public enum ALSAError: Error, Equatable, Sendable, CustomStringConvertible {
-    /// The device could not be opened (missing, busy, permission).
-    case open(device: String, stream: PCMStream, code: Int32)
+    /// The device could not be opened (missing, busy, permission); for a missing one,
+    /// the sound cards there are.
+    case open(device: String, stream: PCMStream, code: Int32, cards: [SoundCard]? = nil)
     /// The device refused a parameter Linnet needs.
     case configure(device: String, what: String, code: Int32)
     /// A read or write failed and could not be recovered.
@@ -24,7 +27,15 @@ public enum ALSAError: Error, Equatable, Sendable, CustomStringConvertible {
 
     public var description: String {
         switch self {
-        case .open(let d, let s, let c):
+        case .open(let d, let s, let c, let cards):
+            if c == -ENOENT || c == -ENODEV, let cards {
+                let here = cards.isEmpty ? "none" : cards.map { $0.description }.joined(separator: ", ")
+                // A card the name points at that is there: the device (subdevice, PCM
+                // name) is what is wrong, not the overlay.
+                let cardIsThere = SoundCards.reference(in: d).map { r in cards.contains { $0.id == r || String($0.index) == r } } ?? false
+                let pointer = cardIsThere ? "" : " — is the overlay in /boot/firmware/config.txt (or the USB card plugged in)?"
+                return "cannot open \(s) device '\(d)': no such device; cards here: \(here)\(pointer) ('linnet devices' lists the devices there are)"
+            }
             var hint = ""
             if c == -ENOENT || c == -ENODEV { hint = " ('linnet devices' lists the devices there are)" }
             if c == -EBUSY { hint = " (another program is using it; dsnoop/dmix devices can be shared)" }
@@ -133,7 +144,9 @@ public final class PCM {
         } else {
             r = snd_pcm_open(&h, device, stream.alsa, 0)
         }
-        guard r >= 0, let h else { throw .open(device: device, stream: stream, code: r) }
+        guard r >= 0, let h else {
+            throw .open(device: device, stream: stream, code: r, cards: r == -ENOENT || r == -ENODEV ? SoundCards.list() : nil)
+        }
         do throws(ALSAError) {
             format = try PCM.configure(h, device: device, stream: stream, request: request)
         } catch {

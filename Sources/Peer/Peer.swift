@@ -225,6 +225,8 @@ public final class Peer {
     public var selectedPair: ICESelectedPair? { ice.selectedPair }
     public var localSSRC: UInt32 { sender.ssrc }
     public var negotiatedSession: NegotiatedSession? { negotiated }
+    /// We offered a data channel and the answer rejected it (`m=application 0`).
+    public var dataChannelRejected: Bool { configuration.dataChannel && negotiated.map { !$0.dataChannelAccepted } == true }
     public var iceStats: ICEStats { ice.stats }
 
     // MARK: Signaling

@@ -136,10 +136,10 @@ public enum TLSError: Error, Equatable, Sendable, CustomStringConvertible {
             var text = "TLS: certificate for '\(host)' refused: "
             for (i, p) in problems.enumerated() { text += (i == 0 ? "" : "; ") + p.description }
             return text
-        case .peerAlert(let code): return "TLS: the server sent alert \(alertName(code)) (\(code))"
+        case .peerAlert(let code): return describeAlert(code)
         case .handshakeTimedOut: return "TLS: handshake timed out"
         case .truncated: return "TLS: connection closed without close_notify"
-        case .protocolError(let call, let code): return "TLS: \(call): \(mbedtlsText(code)) (-0x\(String(UInt32(bitPattern: -code), radix: 16)))"
+        case .protocolError(let call, let code): return describeProtocolError(call: call, code: code)
         case .setup(let call, let code): return "TLS setup: \(call): \(mbedtlsText(code)) (-0x\(String(UInt32(bitPattern: -code), radix: 16)))"
         case .noTrustAnchors: return "TLS: the CA bundle holds no usable certificate"
         case .badTrustStore(let code): return "TLS: cannot parse the CA bundle: \(mbedtlsText(code))"
@@ -171,6 +171,7 @@ func alertName(_ code: UInt8) -> String {
     case 46: return "certificate_unknown"
     case 47: return "illegal_parameter"
     case 48: return "unknown_ca"
+    case 49: return "access_denied"
     case 50: return "decode_error"
     case 51: return "decrypt_error"
     case 70: return "protocol_version"

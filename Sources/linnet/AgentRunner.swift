@@ -56,6 +56,8 @@ final class AgentRunner {
     var lastConnectMilliseconds: Int64?
     var reconnects = 0
     var lastFailureStatus = ExitStatus.unavailable
+    /// `max-attempts`: how many failed attempts, and how much waiting, before giving up.
+    var attemptLimit: AttemptLimit
     var stateSince: Instant
     var totals = (sent: 0, received: 0, decoded: 0, concealed: 0)
     var lastStats: (at: Instant, bytes: Int)?
@@ -73,6 +75,7 @@ final class AgentRunner {
         var seed: UInt64 = 0
         if let bytes = try? parts.crypto.bytes(8) { for b in bytes { seed = seed << 8 | UInt64(b) } }
         supervisor = Supervisor(policy: policy, seed: seed)
+        attemptLimit = AttemptLimit(maximumAttempts: config.maxAttempts, waitPerRetry: policy.maximumBackoff)
         var openAIRoute = false
         if case .openai = parts.route { openAIRoute = true }
         conversation = Conversation(config: config, openAIRoute: openAIRoute)
@@ -106,6 +109,7 @@ final class AgentRunner {
                 watchdog?.start()
             }
         }
+        if let summary = attemptLimit.summary { Log.info(summary) }
         supervisor.start(now: loop.now)
         drive()
     }
@@ -206,13 +210,14 @@ final class AgentRunner {
         case .stateChanged(let state, let reason):
             stateChanged(state, reason)
         case .retryScheduled(let delay, let attempt, let failure):
-            Log.info("attempt \(attempt) failed; the next in \(delay.milliseconds) ms")
             log("retry", [("attempt", .number(JSONNumber(attempt))), ("delay_ms", .number(JSONNumber(Int(delay.milliseconds)))),
                           ("error", .string(failure.description))])
-            if config.maxAttempts > 0 && attempt >= config.maxAttempts {
+            if case .giveUp(let why) = attemptLimit.failed(attempt: attempt, delay: delay) {
                 let status: ExitStatus
                 if case .unauthorized = failure { status = .config } else { status = lastFailureStatus }
-                loop.schedule(after: .zero) { self.stop(status, "giving up after \(attempt) failed attempt\(attempt == 1 ? "" : "s") (max-attempts): \(failure)") }
+                loop.schedule(after: .zero) { self.stop(status, "\(why): \(failure)") }
+            } else {
+                Log.info("attempt \(attempt) failed; the next in \(delay.milliseconds) ms")
             }
         }
     }
@@ -227,6 +232,7 @@ final class AgentRunner {
         _ = notifier?.status("session \(text)")
         writeStatus()
         if state == .connected {
+            attemptLimit.connected()
             if firstConnectedAt == nil {
                 firstConnectedAt = loop.now
                 if config.seconds > 0 {
@@ -289,6 +295,8 @@ final class AgentRunner {
             }
         case .channelClosed(let channel):
             log("channel", [("event", "closed"), ("id", .number(JSONNumber(Int(channel))))])
+        case .channelRejected(let label):
+            log("channel", [("event", "rejected"), ("label", .string(label))])
         }
     }
 

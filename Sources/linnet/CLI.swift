@@ -7,6 +7,17 @@ import DTLS
 import Devices
 
 /// Exit statuses (sysexits.h), as CLI.md fixes them.
+///
+/// For the provider (run with max-attempts, and check) one rule, whatever the layer:
+/// - 65 `dataError`: an answer came and is not usable data — bytes that are not HTTP
+///   (a bad status line or header, a chunk size, headers or body over the limit), a
+///   body that is not the SDP or JSON the route expects, an SDP answer that cannot be
+///   applied, a redirect that cannot be followed.
+/// - 69 `unavailable`: no answer — DNS, refused, reset, timed out, closed before the
+///   response was complete, TLS that did not come up (other than a certificate) — or a
+///   provider that answers it cannot (5xx, 404, …), or a call whose ICE/DTLS failed.
+/// - 78 `config`: what a person must fix — 401/403 (the token), a certificate or CA
+///   that does not verify.
 enum ExitStatus: Int32 {
     case ok = 0
     case usage = 64
@@ -14,6 +25,18 @@ enum ExitStatus: Int32 {
     case unavailable = 69
     case software = 70
     case config = 78
+}
+
+extension HTTPClientError {
+    /// This failure's exit status by the rule above.
+    var exitStatus: ExitStatus {
+        if isConfigurationProblem { return .config }
+        switch self {
+        case .http(.truncated): return .unavailable
+        case .http: return .dataError
+        default: return .unavailable
+        }
+    }
 }
 
 let linnetVersion = "0.1.0"
@@ -52,7 +75,8 @@ enum CLI {
               --whip URL               WHIP endpoint (RFC 9725)
               --backend URL --chat ID  the app backend's voice routes
               --openai --token-url URL OpenAI Realtime, the ephemeral key from the backend
-              --token-file FILE        bearer token (default $CREDENTIALS_DIRECTORY/token)
+              --token-file FILE        bearer token (default $CREDENTIALS_DIRECTORY/token;
+                                       outside systemd /etc/linnet/token when it exists)
               --ca-file FILE           an extra CA (PEM) for a private backend
               --capture PCM            ALSA capture device (default "default"; none: silence)
               --playback PCM           ALSA playback device (default "default"; none)
@@ -67,7 +91,9 @@ enum CLI {
               --stats-seconds N        a stats line every N seconds
               --status-file FILE       the state as JSON for a kiosk UI (default /run/linnet/status.json)
               --seconds N              end cleanly N seconds after connecting (0: run forever)
-              --max-attempts N         give up after N failed attempts in a row (0: never)
+              --max-attempts N         give up after N failed attempts in a row, or sooner when
+                                       the waits between them would pass 30 s per retry
+                                       (a long Retry-After, 401/403); 0: never
               --max-session-minutes N  the provider's session limit (rollover before it)
               --send FILE              text lines to send on the events channel once open
               --stun HOST:PORT         STUN server for server-reflexive candidates
@@ -75,6 +101,12 @@ enum CLI {
               --log-level LEVEL        error, warn, info (default) or debug
             Hook and codec keys (rate, gain-db, agc, noise-gate, limiter, high-pass-hz,
             bitrate, complexity, fec, dtx) are as in 'linnet help audio'.
+            Exit status (with --seconds or --max-attempts, or when it cannot start): 0 a
+            clean end; 65 the provider's answer is not usable data (not HTTP, not the SDP
+            or JSON expected, an SDP that cannot be applied); 69 no answer (unreachable,
+            refused, timed out), a 5xx or other refusal, a call whose ICE/DTLS failed, or a
+            missing device; 78 configuration: the config, 401/403 (check the token), a
+            certificate that does not verify; 64 a bad flag; 70 an internal error.
             """, run: { args in RunCommand.run(args) }),
         Command(name: "demo", synopsis: "demo [--seconds N]", help: """
             A whole call on this machine, with no sound card and no backend: the built-in
@@ -119,9 +151,13 @@ enum CLI {
             """, run: { args in DevicesCommand.run(args) }),
         Command(name: "check", synopsis: "check [options]", help: """
             Checks what run would use, one line each: the config (file, LINNET_*
-            environment and flags, as run reads them), the token, the capture and playback
-            devices (opened and closed again), the push-to-talk line, the STUN server and
-            whether the provider's URL answers. Exits 0 when every line is ok, else with
+            environment and flags, as run reads them), the token (the file run would read,
+            named: token-file, $CREDENTIALS_DIRECTORY/token, or /etc/linnet/token outside
+            systemd — use sudo for that one), the capture and playback devices (opened and
+            closed again), the push-to-talk line, the STUN server and whether the
+            provider's URL answers an OPTIONS request carrying the token (401 or 403:
+            check the token). Each line is ok, WARNING (run would carry on: a missing
+            button without ptt-required) or FAILED. Exits 0 when no line FAILED, else with
             the first failure's status. Takes run's options.
             """, run: { args in CheckCommand.run(args) }),
         Command(name: "selftest", synopsis: "selftest", help: """
@@ -188,7 +224,7 @@ enum CLI {
             let padded = c.synopsis + String(repeating: " ", count: max(1, 50 - c.synopsis.count))
             text += "  linnet " + padded + (c.run == nil ? "(not in this build yet)" : "") + "\n"
         }
-        text += "\n'linnet help COMMAND' tells more. Exit status: 0 ok, 64 usage, 65 bad data,\n69 service or device unavailable, 70 internal error, 78 configuration error.\n"
+        text += "\n'linnet help COMMAND' tells more. Exit status: 0 ok, 64 usage, 65 bad data (also an\nanswer that is not usable: not HTTP, not SDP), 69 service or device unavailable (no\nanswer, 5xx), 70 internal error, 78 configuration error (also 401/403, certificates).\n"
         writeOut(text)
         return .ok
     }

@@ -1,7 +1,9 @@
-// `linnet check`: what `run` would use, checked one line each — the config, the token,
-// the audio devices (opened and closed again), the push-to-talk line, the STUN server,
-// and whether the provider's route answers at all. For installers and for the person
-// standing next to a board that does not talk.
+// `linnet check`: what `run` would use, checked one line each — the config, the token
+// (read from the file the service would read, and sent, so a 401/403 shows), the audio
+// devices (opened and closed again), the push-to-talk line, the STUN server, and
+// whether the provider's route answers. For installers and for the person standing
+// next to a board that does not talk. A line is `ok`, `WARNING` (what run would log as
+// a warning and carry on: the exit status is not affected) or `FAILED`.
 import CSystem
 import Wire
 import Platform
@@ -21,6 +23,7 @@ enum CheckCommand {
                 if worst == .ok { worst = f.status }
             }
         }
+        func warning(_ what: String, _ text: String) { writeOut("\(what): WARNING, \(text)\n") }
         let config: Config
         do throws(CLIFailure) {
             let (c, path) = try RunCommand.loadConfig(args, requireRoute: false)
@@ -32,11 +35,30 @@ enum CheckCommand {
         }
         Log.level = .error  // ALSA's and the HTTP client's own chatter is not what we print
 
-        do throws(CLIFailure) {
-            let token = try RunCommand.token(config)
-            line("token", .success(token.map { "\($0.utf8.count) characters (not shown)" } ?? "none (the provider must not need one)"))
-        } catch {
-            line("token", .failure(error))
+        // The token as the service gets it (RunCommand.tokenSource), and what it is
+        // called there, so a person sees which file was read.
+        var token: String? = nil
+        if let source = RunCommand.tokenSource(config) {
+            if let why = RunCommand.unreadable(source.path) {
+                line("token", .failure(CLIFailure(.config, why)))
+            } else {
+                do throws(CLIFailure) {
+                    let t = try RunCommand.readToken(source.path)
+                    token = t
+                    let origin: String
+                    switch source.origin {
+                    case .tokenFile: origin = "token-file"
+                    case .credential: origin = "the systemd credential"
+                    case .system: origin = "what the service gets as its credential"
+                    }
+                    line("token", .success("\(t.utf8.count) characters from \(source.path) (\(origin); not shown)"))
+                } catch {
+                    line("token", .failure(error))
+                }
+            }
+        } else {
+            let looked = environment("CREDENTIALS_DIRECTORY").map { "\($0)/token" } ?? RunCommand.systemTokenPath
+            line("token", .success("none (no token-file, no \(looked); the provider must not need one)"))
         }
 
         if let input = config.input {
@@ -55,7 +77,7 @@ enum CheckCommand {
         } else if config.playback != "none" {
             line("playback", openPCM(config.playback, .playback, rate: config.rate))
         }
-        if let ptt = config.ptt {
+        if let ptt = config.ptt, config.pttMode != .open {
             let chips = GPIOChips.list()
             let found: Bool
             switch ptt {
@@ -63,7 +85,14 @@ enum CheckCommand {
             case .chip(let chip, let offset): found = chips.contains { ($0.name == chip || $0.label == chip) && offset < $0.lines.count }
             }
             let there = chips.isEmpty ? "no GPIO chips here" : "chips: " + chips.map { "\($0.name) (\($0.label), \($0.lines.count) lines)" }.joined(separator: ", ")
-            line("ptt", found ? .success("line \(ptt) exists") : .failure(CLIFailure(.unavailable, "line \(ptt) not found; \(there)")))
+            // As run: a missing button stops it only with ptt-required (BoardIO.swift).
+            if found {
+                line("ptt", .success("line \(ptt) exists"))
+            } else if config.pttRequired {
+                line("ptt", .failure(CLIFailure(.unavailable, "line \(ptt) not found; \(there) (ptt-required: run stops here)")))
+            } else {
+                warning("ptt", "line \(ptt) not found; \(there) — run carries on without the button (ptt-required = true makes this an error)")
+            }
         }
         if let s = config.stun {
             do throws(Resolver.Failure) {
@@ -73,8 +102,8 @@ enum CheckCommand {
                 line("stun", .failure(CLIFailure(.unavailable, error.description)))
             }
         }
-        if let url = config.whip ?? config.backend ?? (config.openai ? config.tokenURL : nil) {
-            line("provider", reach(url, config: config))
+        if let url = providerURL(config) {
+            line("provider", reach(url, config: config, token: token))
         } else {
             line("provider", .failure(CLIFailure(.config, "no route: set whip, backend (with chat) or openai (with token-url)")))
         }
@@ -97,9 +126,22 @@ enum CheckCommand {
         }
     }
 
-    /// One request to the route's URL on a loop of its own: any HTTP answer means the
-    /// server is there (a WHIP endpoint answers OPTIONS or 405; a backend 404 for /).
-    static func reach(_ url: HTTPURL, config: Config) -> Result<String, CLIFailure> {
+    /// The URL run sends the device's token to first: the WHIP endpoint, the backend's
+    /// voice route for the chat, or OpenAI's token URL.
+    static func providerURL(_ config: Config) -> HTTPURL? {
+        if let whip = config.whip { return whip }
+        if var backend = config.backend {
+            if let chat = config.chat { backend.target = joinPath(backend.target, "voice/\(chat)") }
+            return backend
+        }
+        return config.openai ? config.tokenURL : nil
+    }
+
+    /// One OPTIONS request to the route's URL, with the token run would send, on a loop
+    /// of its own. Any HTTP answer means the server is there (a WHIP endpoint answers
+    /// OPTIONS or 405, a backend perhaps 404) — except 401/403, which says the token is
+    /// missing or wrong, as it would be for run.
+    static func reach(_ url: HTTPURL, config: Config, token: String?) -> Result<String, CLIFailure> {
         let loop: EventLoop
         do throws(SystemError) { loop = try EventLoop() } catch { return .failure(CLIFailure(.software, error.description)) }
         let client: HTTPClient
@@ -108,13 +150,20 @@ enum CheckCommand {
         }
         var result: Result<String, CLIFailure> = .failure(CLIFailure(.unavailable, "no answer"))
         let started = loop.now
-        client.send(HTTPRequest(method: "OPTIONS", url: url), timeout: .seconds(5)) { r in
+        var headers = HTTPHeaders()
+        if let token { headers.add("Authorization", "Bearer " + token) }
+        client.send(HTTPRequest(method: "OPTIONS", url: url, headers: headers), timeout: .seconds(5)) { r in
             switch r {
+            case .success(let response) where response.status == 401 || response.status == 403:
+                // Our own reason phrase, not the server's: it could echo the token back.
+                let reason = response.status == 401 ? "Unauthorized" : "Forbidden"
+                let sent = token == nil ? " (no token was sent: set token-file, or put it in \(RunCommand.systemTokenPath))" : ""
+                result = .failure(CLIFailure(.config, "\(response.status) \(reason) from \(url) — check the token\(sent)"))
             case .success(let response):
                 let ms = (loop.now - started).milliseconds
                 result = .success("\(url) answers (HTTP \(response.status) to OPTIONS in \(ms) ms)")
             case .failure(let e):
-                result = .failure(CLIFailure(e.isConfigurationProblem ? .config : .unavailable, "\(url): \(e)"))
+                result = .failure(CLIFailure(e.exitStatus, "\(url): \(e)"))
             }
             loop.stop()
         }

@@ -10,7 +10,13 @@ enum DevicesCommand {
             return .usage
         }
         let pcms = ALSADevices.list()
-        var text = "Capture devices (--capture):\n"
+        var text = "Sound cards (\(SoundCards.path)):\n"
+        let cards = SoundCards.list()
+        if cards.isEmpty {
+            text += "  none (a HAT needs its overlay in /boot/firmware/config.txt and a reboot; a USB card, to be plugged in)\n"
+        }
+        for card in cards { text += "  \(card.index) [\(card.id)] \(card.name)\n" }
+        text += "\nCapture devices (--capture):\n"
         text += describe(pcms.filter { $0.capture }, stream: .capture)
         text += "\nPlayback devices (--playback):\n"
         text += describe(pcms.filter { $0.playback }, stream: .playback)

@@ -41,6 +41,8 @@ enum SessionReport {
     case channelOpened(channel: UInt16, label: String)
     case message(label: String, text: String?, binary: [UInt8]?)
     case channelClosed(UInt16)
+    /// The answer rejected the data channel we offered (`m=application 0`).
+    case channelRejected(label: String)
 }
 
 /// Sends one HTTP request on the loop (HTTP or HTTPS); the runner supplies it.
@@ -148,7 +150,7 @@ final class ProviderSession {
             guard !self.closing else { return }
             switch result {
             case .failure(let e):
-                self.fail(e.isConfigurationProblem ? .configuration("the token URL \(url): \(e)") : .transient("the token URL \(url) did not answer: \(e)"))
+                self.failRequest(e, e.isConfigurationProblem ? .configuration("the token URL \(url): \(e)") : .transient("the token URL \(url) did not answer: \(e)"))
             case .success(let r):
                 guard (200..<300).contains(r.status) else {
                     return self.fail(self.classify(r, "the token URL \(url)"))
@@ -194,7 +196,7 @@ final class ProviderSession {
             guard !self.closing else { return }
             switch result {
             case .failure(let error):
-                self.fail(error.isConfigurationProblem ? .configuration("the offer to \(request.url): \(error)")
+                self.failRequest(error, error.isConfigurationProblem ? .configuration("the offer to \(request.url): \(error)")
                           : .transient("the offer to \(request.url) was not answered: \(error)"))
             case .success(let response) where response.status == 307 || response.status == 308:
                 guard redirects > 0 else {
@@ -269,6 +271,26 @@ final class ProviderSession {
         }
         call.pump()
         Log.info("session \(id): answer applied; connecting")
+        if call.peer.dataChannelRejected { channelRejected() }
+    }
+
+    /// The provider answered our `application` section with port 0 (RFC 3264 §6): the
+    /// call goes on with audio only, so say once what that costs.
+    func channelRejected() {
+        let lost: String
+        if case .openai = route {
+            lost = "no transcripts and no push-to-talk turn commands (session.update, commit, response.create): only the provider's own voice detection works"
+        } else {
+            lost = "no transcripts or provider events, and nothing from 'send' is sent"
+        }
+        Log.warning("session \(id): the provider rejected the data channel (m=application 0): no events channel '\(channelLabel)', so \(lost); audio goes on")
+        onReport(.channelRejected(label: channelLabel))
+    }
+
+    /// A request that got no usable HTTP answer: the status by the rule in CLI.swift
+    /// (`HTTPClientError.exitStatus`: 65 for bytes that are not HTTP, 69 for none).
+    func failRequest(_ error: HTTPClientError, _ failure: SessionFailure) {
+        fail(failure, error.exitStatus)
     }
 
     func fail(_ failure: SessionFailure, _ status: ExitStatus? = nil) {

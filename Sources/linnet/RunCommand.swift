@@ -58,11 +58,59 @@ enum RunCommand {
     }
 
     /// The bearer token: `token-file`, else `$CREDENTIALS_DIRECTORY/token` (systemd's
-    /// LoadCredential=) when it exists. Never logged.
+    /// LoadCredential=) when it exists, else — outside systemd — `/etc/linnet/token`, the
+    /// file the unit hands over (`tokenSource`). Never logged. The last is a fallback
+    /// nobody asked for by name, so a file there that cannot be read (root only, and
+    /// run by hand as another user) is a warning and no token, not a stop.
     static func token(_ config: Config) throws(CLIFailure) -> String? {
-        if let path = config.tokenFile { return try readToken(path) }
-        if let dir = environment("CREDENTIALS_DIRECTORY"), fileExists(dir + "/token") { return try readToken(dir + "/token") }
-        return nil
+        guard let source = tokenSource(config) else { return nil }
+        if source.origin == .system, let why = unreadable(source.path) {
+            Log.warning("token: \(why); going on without a token")
+            return nil
+        }
+        return try readToken(source.path)
+    }
+
+    /// Where the bearer token is read from, and why that file.
+    struct TokenSource: Equatable {
+        enum Origin: Equatable {
+            /// `token-file` (flag, environment or config file).
+            case tokenFile
+            /// `$CREDENTIALS_DIRECTORY/token`: systemd's `LoadCredential=token:…`.
+            case credential
+            /// `/etc/linnet/token` outside systemd: what the unit would hand over.
+            case system
+        }
+        var path: String
+        var origin: Origin
+    }
+
+    static let systemTokenPath = "/etc/linnet/token"
+
+    static func tokenSource(_ config: Config) -> TokenSource? {
+        tokenSource(tokenFile: config.tokenFile, credentialsDirectory: environment("CREDENTIALS_DIRECTORY"))
+    }
+
+    /// `token-file` if set; else, under systemd ($CREDENTIALS_DIRECTORY set), the
+    /// credential if it exists; else `systemPath` if it exists. Under systemd the
+    /// credential is the only source: the unit decides what the service may read.
+    static func tokenSource(tokenFile: String?, credentialsDirectory: String?, systemPath: String = systemTokenPath) -> TokenSource? {
+        if let tokenFile { return TokenSource(path: tokenFile, origin: .tokenFile) }
+        if let dir = credentialsDirectory {
+            return fileExists(dir + "/token") ? TokenSource(path: dir + "/token", origin: .credential) : nil
+        }
+        return fileExists(systemPath) ? TokenSource(path: systemPath, origin: .system) : nil
+    }
+
+    /// Why `path` cannot be read, in words a person can act on ("…: Permission denied —
+    /// root only: use sudo"); nil when it can be.
+    static func unreadable(_ path: String) -> String? {
+        guard access(path, R_OK) != 0 else { return nil }
+        let code = csystem_errno()
+        var text = "cannot read \(path): \(SystemError.message(code))"
+        var info = stat()
+        if code == EACCES, geteuid() != 0, stat(path, &info) == 0, info.st_uid == 0 { text += " — root only: use sudo" }
+        return text
     }
 
     static func signalingHost(_ route: Route) -> String {

@@ -130,6 +130,62 @@ final class SupervisorHarness {
         #expect(h.delays[2] == .seconds(600), "a day-long Retry-After is capped")
     }
 
+    /// A Retry-After past the cap is shown as the wait that will really happen (issue
+    /// 13: "retry after 999999999.000s" for a 10-minute wait), the asked one beside it.
+    @Test func cappedRetryAfterShowsTheCappedWait() {
+        let h = SupervisorHarness()
+        h.supervisor.start(now: h.now)
+        h.drain()
+        h.supervisor.failed(1, .retryAfter(.seconds(999_999_999), "503 Service Unavailable"), now: h.now)
+        let got = h.drain()
+        let expected = "503 Service Unavailable (retry after 600 s, the cap; the server asked for 999999999 s)"
+        #expect(got.contains(.stateChanged(.failed, reason: expected)), "\(got)")
+        guard case .retryScheduled(let delay, _, let failure)? = got.first(where: { if case .retryScheduled = $0 { true } else { false } }) else {
+            Issue.record("no retry scheduled")
+            return
+        }
+        #expect(delay == .seconds(600))
+        #expect(failure.description == expected)
+        // Under the cap, as asked.
+        h.advance(by: delay)
+        h.supervisor.failed(2, .retryAfter(.seconds(7), "503"), now: h.now)
+        #expect(h.drain().contains(.stateChanged(.failed, reason: "503 (retry after 7 s)")))
+    }
+
+    /// max-attempts: N failed attempts, or sooner when the waits would pass 30 s per
+    /// allowed retry; the ordinary back-off never reaches that bound.
+    @Test func attemptLimitBoundsAttemptsAndWaiting() {
+        var none = AttemptLimit(maximumAttempts: 0)
+        #expect(none.failed(attempt: 99, delay: .seconds(600)) == .retry)
+        #expect(none.summary == nil)
+
+        var three = AttemptLimit(maximumAttempts: 3)
+        #expect(three.maximumTotalWait == .seconds(60))
+        #expect(three.summary == "max-attempts 3: gives up after 3 failed attempts in a row, or sooner if the waits between them would pass 60 s in all")
+        #expect(three.failed(attempt: 1, delay: .seconds(600))
+                == .giveUp("giving up after 1 failed attempt: the next would wait 600 s, and a max-attempts 3 run waits at most 60 s in all"))
+
+        var auth = AttemptLimit(maximumAttempts: 3)
+        #expect(auth.failed(attempt: 1, delay: .milliseconds(29_500)) == .retry)
+        #expect(auth.failed(attempt: 2, delay: .milliseconds(40_200))
+                == .giveUp("giving up after 2 failed attempts: the next would wait 41 s, and a max-attempts 3 run waits at most 60 s in all"))
+
+        // The ordinary back-off's worst case for ten attempts (0.5 s doubling to 30 s).
+        var ten = AttemptLimit(maximumAttempts: 10)
+        var ceiling = Duration.milliseconds(500)
+        for attempt in 1...9 {
+            #expect(ten.failed(attempt: attempt, delay: ceiling) == .retry, "attempt \(attempt)")
+            ceiling = min(ceiling * 2, .seconds(30))
+        }
+        #expect(ten.failed(attempt: 10, delay: .seconds(1)) == .giveUp("giving up after 10 failed attempts (max-attempts 10)"))
+
+        // A connected session starts the waiting again.
+        var again = AttemptLimit(maximumAttempts: 3)
+        #expect(again.failed(attempt: 1, delay: .seconds(50)) == .retry)
+        again.connected()
+        #expect(again.failed(attempt: 1, delay: .seconds(50)) == .retry)
+    }
+
     @Test func aSessionThatNeverConnectsTimesOut() {
         let h = SupervisorHarness()
         h.supervisor.start(now: h.now)

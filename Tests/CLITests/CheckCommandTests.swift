@@ -1,0 +1,99 @@
+import Testing
+import Foundation
+import Glibc
+@testable import linnet
+
+// Issue 13: `linnet check` reads and sends the token as run does, names the file it
+// read, reports 401/403 as such, and treats a missing push-to-talk line as run does.
+
+@Suite(.serialized) struct CheckCommandTests {
+    let quiet = ["--capture", "none", "--playback", "none"]
+
+    /// The provider wants a token: check sends the one run would send, and a 401 is a
+    /// failure that says so (78, "check the token"), never "ok".
+    @Test func sendsTheTokenAndReports401() throws {
+        let stub = try StubProvider("auth")
+        let wrong = temporary("check-token-bad"), right = temporary("check-token-good")
+        try "xq7-not-it\n".write(toFile: wrong, atomically: true, encoding: .utf8)
+        try "right\n".write(toFile: right, atomically: true, encoding: .utf8)
+        defer { unlink(wrong); unlink(right) }
+
+        let bad = try runBounded(["check", "--whip", stub.url, "--token-file", wrong] + quiet)
+        #expect(bad.status == 78, "\(bad.out)\(bad.err)")
+        let line = checkLine(bad.out, "provider")
+        #expect(line.hasPrefix("provider: FAILED") && line.contains("401 Unauthorized") && line.contains("check the token"), "\(line)")
+        #expect(!bad.out.contains("xq7-not-it") && !bad.err.contains("xq7-not-it"), "the token never appears")
+
+        let good = try runBounded(["check", "--whip", stub.url, "--token-file", right] + quiet)
+        #expect(good.status == 0, "\(good.out)\(good.err)")
+        #expect(checkLine(good.out, "provider").hasPrefix("provider: ok"), "\(good.out)")
+        #expect(checkLine(good.out, "token").contains(right), "the token line names the file it read: \(good.out)")
+
+        let none = try runBounded(["check", "--whip", stub.url] + quiet, environment: ["CREDENTIALS_DIRECTORY": "/nonexistent"])
+        #expect(none.status == 78, "\(none.out)")
+        #expect(checkLine(none.out, "provider").contains("no token was sent"), "\(none.out)")
+    }
+
+    /// systemd hands the token over as $CREDENTIALS_DIRECTORY/token: check says so.
+    @Test func credentialsDirectoryIsNamed() throws {
+        let stub = try StubProvider("auth")
+        let dir = temporary("check-credentials")
+        try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        try "right\n".write(toFile: dir + "/token", atomically: true, encoding: .utf8)
+        let r = try runBounded(["check", "--whip", stub.url] + quiet, environment: ["CREDENTIALS_DIRECTORY": dir])
+        #expect(r.status == 0, "\(r.out)\(r.err)")
+        #expect(checkLine(r.out, "token").contains(dir + "/token"), "\(r.out)")
+    }
+
+    /// A token file only root can read, checked by another user: the line says what to
+    /// do ("root only: use sudo") instead of a bare "cannot read".
+    @Test func unreadableTokenSaysUseSudo() throws {
+        let stub = try StubProvider("ok")
+        let dir = temporary("check-rootonly")
+        try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
+        chmod(dir, 0o755)
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        let token = dir + "/token"
+        try "secret\n".write(toFile: token, atomically: true, encoding: .utf8)
+        chmod(token, 0o600)
+        guard getuid() == 0 else { return }  // needs root to drop to another user
+        let r = try runBounded(["check", "--whip", stub.url, "--token-file", token] + quiet,
+                               launcher: ["/usr/bin/setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"])
+        let line = checkLine(r.out, "token")
+        #expect(line == "token: FAILED, cannot read \(token): Permission denied — root only: use sudo", "\(r.out)\(r.err)")
+        #expect(r.status == 78)
+    }
+
+    /// A push-to-talk line that is missing is a warning, as in run (exit status
+    /// unaffected), unless ptt-required.
+    @Test func missingButtonIsAWarningUnlessRequired() throws {
+        let stub = try StubProvider("ok")
+        let optional = try runBounded(["check", "--whip", stub.url, "--ptt", "GPIO17"] + quiet)
+        #expect(optional.status == 0, "\(optional.out)\(optional.err)")
+        let line = checkLine(optional.out, "ptt")
+        #expect(line.hasPrefix("ptt: WARNING") && line.contains("GPIO17") && line.contains("ptt-required"), "\(line)")
+        let required = try runBounded(["check", "--whip", stub.url, "--ptt", "GPIO17", "--ptt-required"] + quiet)
+        #expect(required.status == 69, "\(required.out)")
+        #expect(checkLine(required.out, "ptt").hasPrefix("ptt: FAILED"), "\(required.out)")
+    }
+
+    /// The token file resolution run and check share: token-file, else
+    /// $CREDENTIALS_DIRECTORY/token, else (outside systemd) /etc/linnet/token.
+    @Test func tokenPathResolution() throws {
+        let system = temporary("system-token")
+        try "x\n".write(toFile: system, atomically: true, encoding: .utf8)
+        defer { unlink(system) }
+        typealias S = RunCommand.TokenSource
+        #expect(RunCommand.tokenSource(tokenFile: "/a/b", credentialsDirectory: "/c", systemPath: system) == S(path: "/a/b", origin: .tokenFile))
+        #expect(RunCommand.tokenSource(tokenFile: nil, credentialsDirectory: nil, systemPath: system) == S(path: system, origin: .system))
+        #expect(RunCommand.tokenSource(tokenFile: nil, credentialsDirectory: nil, systemPath: "/nonexistent/token") == nil)
+        // Under systemd the credential is the only source: no fallback to the file.
+        #expect(RunCommand.tokenSource(tokenFile: nil, credentialsDirectory: "/nonexistent", systemPath: system) == nil)
+        let dir = temporary("creds")
+        try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        try "y\n".write(toFile: dir + "/token", atomically: true, encoding: .utf8)
+        #expect(RunCommand.tokenSource(tokenFile: nil, credentialsDirectory: dir, systemPath: system) == S(path: dir + "/token", origin: .credential))
+    }
+}
