@@ -158,7 +158,7 @@ final class ProviderSession {
                 let json = try? JSONValue.parse(r.body)
                 guard let key = json?["value"]?.string ?? json?["client_secret"]?["value"]?.string, !key.isEmpty,
                       !key.utf8.contains(where: { $0 < 0x21 || $0 > 0x7E }) else {
-                    return self.fail(.transient("the token URL \(url) answered without a key (expected JSON {\"value\": …}): \(self.redacted(r.bodyExcerpt(80)))"))
+                    return self.fail(.transient("the token URL \(url) answered without a key (expected JSON {\"value\": …}): \(self.redacted(r.bodyExcerpt(80)))"), .dataError)
                 }
                 if case .openai(let calls, _) = self.route { self.bearer = BearerCredential(token: key, for: calls) }
                 self.sendOffer()
