@@ -265,7 +265,7 @@ final class ToneSource {
 
     func next() -> [UInt8]? {
         for i in 0..<960 {
-            pcm[i] = Int16(amplitude * 32_767 * sin(phase))
+            pcm[i] = Int16(saturating: amplitude * 32_767 * sin(phase))
             phase += step
             if phase > 2 * Double.pi { phase -= 2 * Double.pi }
         }

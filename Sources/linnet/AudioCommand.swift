@@ -34,7 +34,7 @@ struct HookOptions {
             // Embedded Swift has no Double(String) (it needs strtod): JSON's own correctly
             // rounded decimal reader does the job.
             guard let v = (try? JSONValue.parse(text))?.double, range.contains(v) else {
-                throw CLIFailure(.usage, "--\(name): '\(text)' is not a number from \(Int(range.lowerBound)) to \(Int(range.upperBound))")
+                throw CLIFailure(.usage, "--\(name): '\(text)' is not a number from \(Int(saturating: range.lowerBound)) to \(Int(saturating: range.upperBound))")
             }
             return v
         }
@@ -46,8 +46,8 @@ struct HookOptions {
             guard let k = Int(c), (0...7).contains(k) else { throw CLIFailure(.usage, "--channel must be 0–7 (the device channel to use)") }
             channel = k
         }
-        if let b = try number("bitrate", 6_000...510_000) { bitrate = Int32(b) }
-        if let c = try number("complexity", 0...10) { complexity = Int32(c) }
+        if let b = try number("bitrate", 6_000...510_000) { bitrate = Int32(saturating: b) }
+        if let c = try number("complexity", 0...10) { complexity = Int32(saturating: c) }
         fec = o.flags.contains("fec")
         dtx = o.flags.contains("dtx")
         let highPass = try number("high-pass-hz", 1...1000) ?? 20
@@ -190,7 +190,12 @@ enum AudioCommand {
         do throws(FileError) { try writer.close() } catch { throw CLIFailure(.config, error.description) }
         let seconds = Double(frames) / Double(hooks.rate.hertz)
         let kbps = seconds > 0 ? Double(bytes * 8) / seconds / 1000 : 0
-        writeOut("audio: \(f.sampleFormat) \(f.sampleRate) Hz × \(f.channels) → \(hooks.rate.hertz) Hz mono, \(packets) Opus packets, \(Int(kbps.rounded())) kbit/s, \(frames) samples written; last frame peak \(Int(hooks.meter.peakDBFS.rounded())) dBFS\n")
+        // The meter reads −∞ dBFS for digital silence, and for input shorter than one
+        // 10 ms frame it has measured nothing at all: say so instead of converting −∞.
+        let peak = hooks.meter.peakDBFS
+        let peakText = hooks.meter.frameCount == 0 ? "no whole 10 ms frame to measure"
+            : peak.isFinite ? "last frame peak \(Int(saturating: peak.rounded())) dBFS" : "last frame digital silence (peak −∞ dBFS)"
+        writeOut("audio: \(f.sampleFormat) \(f.sampleRate) Hz × \(f.channels) → \(hooks.rate.hertz) Hz mono, \(packets) Opus packets, \(Int(saturating: kbps.rounded())) kbit/s, \(frames) samples written; \(peakText)\n")
         return .ok
     }
 
