@@ -11,10 +11,14 @@ public enum FileError: Error, Equatable, Sendable, CustomStringConvertible {
     case wav(path: String, WAVError)
     /// The file holds more samples than Linnet will load into memory.
     case tooLarge(path: String, bytes: Int)
+    /// It cannot be opened for reading, or is not a regular file (a FIFO would block
+    /// the open forever); the error says why and what to do.
+    case unreadable(FileReadError)
 
     public var description: String {
         switch self {
-        case .system(let path, let e): return "'\(path)': \(SystemError.message(e.code))"
+        case .unreadable(let e): return e.description
+        case .system(let path, let e): return "'\(path)': \(writeOpenReason(e))"
         case .wav(let path, let e): return "'\(path)': \(e.description)"
         case .tooLarge(let path, let bytes): return "'\(path)': \(bytes / 1_048_576) MiB of samples is more than the 256 MiB Linnet loads"
         }
@@ -33,10 +37,11 @@ public final class WAVReader {
     public init(path: String) throws(FileError) {
         self.path = path
         let fd: Int32
-        do throws(SystemError) {
-            fd = try sys("open") { csystem_open(path, O_RDONLY | O_CLOEXEC, 0) }
+        let info: stat
+        do throws(FileReadError) {
+            (fd, info) = try openRegularFile(path)
         } catch {
-            throw .system(path: path, error)
+            throw .unreadable(error)
         }
         var header = [UInt8](repeating: 0, count: 65_536)
         let n = header.withUnsafeMutableBytes { CSystem.read(fd, $0.baseAddress, $0.count) }
@@ -47,8 +52,6 @@ public final class WAVReader {
             closeDescriptor(fd)
             throw .wav(path: path, error)
         }
-        var info = stat()
-        fstat(fd, &info)
         let available = max(0, Int(info.st_size) - parsed.dataOffset)
         // A header a killed recorder never patched (0 or 0xFFFFFFFF) or one that claims
         // more than is there: read what the file really holds.

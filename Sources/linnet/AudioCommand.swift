@@ -313,6 +313,8 @@ extension DeviceError {
             return false
         case .file(let e):
             if case .system = e { return true }
+            // Missing or unreadable (an errno) as before; a FIFO or a directory is bad data.
+            if case .unreadable(let r) = e { return r.code != nil }
             return false
         case .thread: return false
         }

@@ -125,10 +125,10 @@ final class HTTPClient {
         caFilePath = caFile
         if let caFile {
             let bytes: [UInt8]
-            do throws(SystemError) {
-                bytes = try readWholeFile(caFile, limit: Self.maxTrustFileBytes)
+            do throws(FileReadError) {
+                bytes = try readRegularFile(caFile, limit: Self.maxTrustFileBytes).bytes
             } catch {
-                throw .caFile(path: caFile, reason: error.description)
+                throw .caFile(path: caFile, reason: error.reason)
             }
             do throws(TLSError) {
                 _ = try TLSTrustStore(pem: bytes)
@@ -168,11 +168,11 @@ final class HTTPClient {
         if let trust { return trust }
         var store: TLSTrustStore? = nil
         var bundle: [UInt8]? = nil
-        do throws(SystemError) {
-            bundle = try readWholeFile(systemBundle, limit: Self.maxTrustFileBytes)
+        do throws(FileReadError) {
+            bundle = try readRegularFile(systemBundle, limit: Self.maxTrustFileBytes).bytes
         } catch {
             // A missing bundle is fine when the CA file alone is the trust (a private CA).
-            guard error.code == ENOENT else { throw .badTrustStore(path: systemBundle, reason: error.description) }
+            guard error.code == ENOENT else { throw .badTrustStore(path: systemBundle, reason: error.reason) }
             guard caFileBytes != nil else { throw .noTrustStore(path: systemBundle) }
         }
         if let bundle {
@@ -203,22 +203,6 @@ final class HTTPClient {
         } catch {
             throw .tls(error)
         }
-    }
-}
-
-/// Reads a whole file (a CA bundle); throws the failing call's errno.
-func readWholeFile(_ path: String, limit: Int) throws(SystemError) -> [UInt8] {
-    let fd = try sys("open \(path)") { csystem_open(path, O_RDONLY | O_CLOEXEC, 0) }
-    defer { closeDescriptor(fd) }
-    var out: [UInt8] = []
-    var buffer = [UInt8](repeating: 0, count: 16_384)
-    while true {
-        let n = try buffer.withMutableBytes { (raw: UnsafeMutableRawBufferPointer) throws(SystemError) -> Int in
-            try sys("read \(path)") { read(fd, raw.baseAddress, raw.count) }
-        }
-        if n == 0 { return out }
-        out += buffer[0..<n]
-        if out.count > limit { throw SystemError("read \(path)", code: EFBIG) }
     }
 }
 

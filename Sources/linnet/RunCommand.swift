@@ -32,10 +32,11 @@ enum RunCommand {
         }
         var file: (path: String, text: String)? = nil
         if explicit || fileExists(path) {
-            guard let bytes = readFile(path, limit: 1 << 20) else {
-                throw CLIFailure(.config, "cannot read the config file '\(path)' (missing, unreadable or over 1 MiB)")
+            do throws(FileReadError) {
+                file = (path, String(decoding: try readRegularFile(path, limit: 1 << 20).bytes, as: UTF8.self))
+            } catch {
+                throw CLIFailure(.config, "cannot read the config file \(error)")
             }
-            file = (path, String(decoding: bytes, as: UTF8.self))
         }
         do throws(ConfigError) {
             return (try Config.load(file: file, environment: env, arguments: args, requireRoute: requireRoute), file?.path)
@@ -133,7 +134,10 @@ enum RunCommand {
         runner.notifier = SystemdNotifier()
         runner.statusPath = config.statusFile ?? (isWritableDirectory("/run/linnet") ? "/run/linnet/status.json" : nil)
         if let path = config.send {
-            guard let bytes = readFile(path, limit: 16 << 20) else { throw CLIFailure(.dataError, "send '\(path)': cannot read it (or it is over 16 MiB)") }
+            let bytes: [UInt8]
+            do throws(FileReadError) { bytes = try readRegularFile(path, limit: 16 << 20).bytes } catch {
+                throw CLIFailure(.dataError, "cannot read the send file \(error)")
+            }
             runner.sendOnOpen = String(decoding: bytes, as: UTF8.self).split(separator: "\n", omittingEmptySubsequences: true).map(String.init)
         }
         var exit = ExitStatus.ok
@@ -175,16 +179,35 @@ enum RunCommand {
     }
 
     static func readToken(_ path: String) throws(CLIFailure) -> String {
-        guard let bytes = readFile(path, limit: 65_536) else {
-            throw CLIFailure(.config, "cannot read the token file '\(path)'")
+        let file: (bytes: [UInt8], info: RegularFileInfo)
+        do throws(FileReadError) { file = try readRegularFile(path, limit: 65_536) } catch {
+            throw CLIFailure(.config, "cannot read the token file \(error)")
         }
-        var text = String(decoding: bytes, as: UTF8.self)
-        while text.hasSuffix("\n") || text.hasSuffix("\r") || text.hasSuffix(" ") { text.removeLast() }
-        guard !text.isEmpty, !text.contains("\n") else { throw CLIFailure(.config, "the token file '\(path)' must hold one line") }
-        guard !text.utf8.contains(where: { $0 < 0x21 || $0 > 0x7E }) else {
+        // As ssh does for private keys: a secret others can read is worth one warning
+        // (not an error: systemd credentials and read-only images may not allow a fix).
+        if file.info.mode & 0o044 != 0 {
+            Log.warning("the token file '\(path)' is readable by others (mode \(octal(file.info.mode))); chmod 600 '\(path)'")
+        }
+        // Bytes, not Characters: Swift reads "\r\n" as one Character, so a String-level
+        // hasSuffix("\n") misses a CRLF ending (a token saved on Windows).
+        var bytes = file.bytes
+        while let last = bytes.last, last == 0x0A || last == 0x0D || last == 0x20 || last == 0x09 { bytes.removeLast() }
+        guard !bytes.isEmpty, !bytes.contains(0x0A) else { throw CLIFailure(.config, "the token file '\(path)' must hold one line") }
+        guard !bytes.contains(where: { $0 < 0x21 || $0 > 0x7E }) else {
             throw CLIFailure(.config, "the token file '\(path)' holds characters a bearer token cannot have")
         }
-        return text
+        return String(decoding: bytes, as: UTF8.self)
+    }
+
+    /// `0644`.
+    static func octal(_ mode: UInt32) -> String {
+        var digits = ""
+        var m = mode & 0o7777
+        for _ in 0..<4 {
+            digits = String(m & 7) + digits
+            m >>= 3
+        }
+        return digits
     }
 }
 
@@ -235,18 +258,3 @@ func fileExists(_ path: String) -> Bool { access(path, F_OK) == 0 }
 
 func isWritableDirectory(_ path: String) -> Bool { access(path, W_OK | X_OK) == 0 }
 
-/// Reads a whole (small) file; nil if it cannot be read or exceeds `limit` bytes.
-func readFile(_ path: String, limit: Int) -> [UInt8]? {
-    let fd = csystem_open(path, O_RDONLY | O_CLOEXEC, 0)
-    guard fd >= 0 else { return nil }
-    defer { close(fd) }
-    var out: [UInt8] = []
-    var buffer = [UInt8](repeating: 0, count: 4096)
-    while true {
-        let n = buffer.withUnsafeMutableBytes { read(fd, $0.baseAddress, $0.count) }
-        if n < 0 { return nil }
-        if n == 0 { return out }
-        out += buffer[0..<n]
-        if out.count > limit { return nil }
-    }
-}
