@@ -8,10 +8,13 @@
 //   the completion runs exactly once, on the loop, never inside `send` itself, and
 //   never after `cancel()`.
 // - One deadline covers resolve + connect + TLS handshake + request + response.
-// - Name resolution is the system's blocking getaddrinfo (`Resolver`): /etc/hosts,
-//   nsswitch, IPv4 and IPv6 all apply. It blocks the loop for the lookup; acceptable
-//   for signaling (a few lookups per session, answered from the local resolver's
-//   cache), never on the audio threads. The deadline cannot interrupt it.
+// - Name resolution is the system's getaddrinfo (`Resolver`: /etc/hosts, nsswitch,
+//   IPv4 and IPv6 all apply), run on a resolver thread (`BackgroundResolver`), never on
+//   the loop: a resolver that stops answering once froze the loop 10 s per lookup
+//   (audio lost, watchdog pings withheld, the final DELETE past TimeoutStopSec). The
+//   deadline bounds the lookup like every other phase; a lookup that never returns is
+//   abandoned to its thread, and at most `maxResolverThreads` such threads can pile up.
+//   IP literals are used as they are, with no thread.
 // - "Happy Eyeballs lite": the addresses are tried one after the other in resolver
 //   order (RFC 6724 order from glibc). Each attempt but the last gets an equal share
 //   of the time left, so a black-holed first address cannot eat the whole deadline.
@@ -104,11 +107,17 @@ final class HTTPClient {
     /// header values or bodies. Set it to `{ Log.debug($0) }` for a debug log.
     var log: ((String) -> Void)?
     /// Test seams: the resolver and the wall clock (Unix seconds) used for certificate
-    /// validity.
+    /// validity. `resolve` runs on a resolver thread, not on the loop (IP literals never
+    /// reach it).
     var resolve: (String, UInt16) throws(Resolver.Failure) -> [SocketAddress] = { (host: String, port: UInt16) throws(Resolver.Failure) -> [SocketAddress] in
         try Resolver.resolve(host, port: port)
     }
     var realtime: () -> Int64 = { RealtimeClock.unixSeconds() }
+    /// Lookups that may block at once; past that, lookups wait for a thread (bounded by
+    /// their request's deadline).
+    var maxResolverThreads = 4
+    /// Created on the first name lookup.
+    private(set) var resolver: BackgroundResolver?
 
     /// - Parameters:
     ///   - caFile: a PEM (or DER) file of extra CAs trusted on top of the system bundle
@@ -163,6 +172,20 @@ final class HTTPClient {
         return call
     }
 
+    /// Starts resolving `host` off the loop; `completion` runs on the loop unless the
+    /// ticket is cancelled.
+    func lookup(_ host: String, port: UInt16,
+                completion: @escaping (Result<[SocketAddress], Resolver.Failure>) -> Void) throws(HTTPClientError) -> BackgroundResolver.Ticket {
+        let r: BackgroundResolver
+        if let resolver { r = resolver } else {
+            do throws(SystemError) { r = try BackgroundResolver(loop: loop, maxThreads: maxResolverThreads) } catch {
+                throw .io(error)
+            }
+            resolver = r
+        }
+        return r.resolve(host, port: port, using: resolve, completion: completion)
+    }
+
     /// The trust anchors: system bundle + CA file, parsed once.
     func trustStore() throws(HTTPClientError) -> TLSTrustStore {
         if let trust { return trust }
@@ -210,11 +233,12 @@ final class HTTPClient {
 /// request, read the response. The handle `HTTPClient.send` returns.
 final class HTTPCall {
     enum Phase: Equatable {
-        case waiting, connecting, handshaking, exchanging, done
+        case waiting, resolving, connecting, handshaking, exchanging, done
 
         var words: String {
             switch self {
             case .waiting: return "not started"
+            case .resolving: return "resolving the host name"
             case .connecting: return "connecting"
             case .handshaking: return "in the TLS handshake"
             case .exchanging: return "waiting for the response"
@@ -235,6 +259,8 @@ final class HTTPCall {
     var addresses: [SocketAddress] = []
     var nextAddress = 0
     var connectErrors: [SystemError] = []
+    /// The name lookup in progress (on a resolver thread).
+    var lookup: BackgroundResolver.Ticket?
     var socket: TCPSocket?
     var source: EventLoop.SourceID?
     /// The whole exchange's deadline; also the zero-delay start and error delivery.
@@ -280,7 +306,7 @@ final class HTTPCall {
 
     func begin() {
         timer = loop.schedule(at: deadline) { [self] in
-            self.finish(.failure(.timeout(self.request.url, self.timeout, phase: self.phase.words)))
+            self.finish(.failure(.timeout(self.request.url, self.timeout, phase: self.timeoutWords)))
         }
         if request.url.secure {
             // Fail before any connection when there is no way to verify the server.
@@ -291,13 +317,37 @@ final class HTTPCall {
                 return finish(.failure(error))
             }
         }
-        do throws(Resolver.Failure) {
-            addresses = try client.resolve(request.url.host, request.url.port)
-        } catch {
-            return finish(.failure(.resolve(error)))
+        if let ip = IPAddress(request.url.host) {
+            addresses = [SocketAddress(ip: ip, port: request.url.port)]
+            phase = .connecting
+            return connectNext()
         }
-        phase = .connecting
-        connectNext()
+        phase = .resolving
+        do throws(HTTPClientError) {
+            lookup = try client.lookup(request.url.host, port: request.url.port) { [self] result in self.resolved(result) }
+        } catch {
+            finish(.failure(error))
+        }
+    }
+
+    /// On the loop, when the resolver thread answered in time.
+    func resolved(_ result: Result<[SocketAddress], Resolver.Failure>) {
+        lookup = nil
+        guard phase == .resolving else { return }
+        switch result {
+        case .failure(let e):
+            finish(.failure(.resolve(e)))
+        case .success(let a):
+            addresses = a
+            phase = .connecting
+            connectNext()
+        }
+    }
+
+    /// The phase for a timeout, with the resolver's state when that is where it stuck.
+    var timeoutWords: String {
+        guard phase == .resolving, let r = client.resolver, r.queued > 0, r.threadsInUse >= r.maxThreads else { return phase.words }
+        return "resolving the host name: the resolver has not answered \(r.threadsInUse) earlier lookups"
     }
 
     /// Tries the next address; reports all the failures when none is left.
@@ -510,6 +560,8 @@ final class HTTPCall {
     }
 
     func cleanup() {
+        if let lookup { client.resolver?.cancel(lookup) }
+        lookup = nil
         closeSocket()
         if let timer { loop.cancel(timer) }
         timer = nil

@@ -80,20 +80,10 @@ enum RunCommand {
         if let configPath { Log.info("config: \(configPath)") }
         let route = try route(config)
         let token = try token(config)
-        var stun: SocketAddress? = nil
-        if let s = config.stun {
-            do throws(Resolver.Failure) {
-                stun = try Resolver.resolve(s.host, port: s.port).first(where: { $0.ip.isV4 })
-                if stun == nil { Log.warning("stun '\(s)': no IPv4 address; gathering host candidates only") }
-            } catch {
-                // The STUN server is an optimisation (server-reflexive candidates): a DNS
-                // failure at start must not keep the device off the air.
-                Log.warning("stun '\(s)': \(error); gathering host candidates only")
-            }
-        }
         // Signals are blocked before any thread starts, so only signalfd sees them.
         let signals = try wrap { () throws(SystemError) in try SignalSource([SIGINT, SIGTERM, SIGUSR1]) }
         let loop = try wrap { () throws(SystemError) in try EventLoop() }
+        let stun = config.stun.flatMap { resolveSTUN($0, loop: loop) }
         let crypto = try wrap { () throws(DTLSError) in try CryptoRandom() }
         let identity = try wrap { () throws(DTLSError) in try Identity(random: crypto) }
         let host = signalingHost(route)
@@ -168,6 +158,39 @@ enum RunCommand {
         try wrap { () throws(SystemError) in try loop.run() }
         terminal?.restore()
         return exit
+    }
+
+    /// The STUN server's IPv4 address, looked up off the loop and bounded (5 s): the
+    /// server is an optimisation (server-reflexive candidates), so a resolver that fails
+    /// or never answers must not keep the device off the air, nor hold up start-up.
+    static func resolveSTUN(_ s: HostPort, loop: EventLoop, timeout: Duration = .seconds(5)) -> SocketAddress? {
+        if let ip = IPAddress(s.host), ip.isV4 { return SocketAddress(ip: ip, port: s.port) }
+        let resolver: BackgroundResolver
+        do throws(SystemError) { resolver = try BackgroundResolver(loop: loop, maxThreads: 1) } catch {
+            Log.warning("stun '\(s)': \(error); gathering host candidates only")
+            return nil
+        }
+        var result: Result<[SocketAddress], Resolver.Failure>? = nil
+        let ticket = resolver.resolve(s.host, port: s.port) { result = $0 }
+        let deadline = loop.now + timeout
+        while result == nil, loop.now < deadline {
+            do throws(SystemError) { try loop.runOnce(maxWait: deadline - loop.now) } catch { break }
+        }
+        switch result {
+        case nil:
+            resolver.cancel(ticket)
+            Log.warning("stun '\(s)': the resolver did not answer within \(timeout.milliseconds / 1000) s; gathering host candidates only")
+            return nil
+        case .failure(let error):
+            Log.warning("stun '\(s)': \(error); gathering host candidates only")
+            return nil
+        case .success(let addresses):
+            guard let v4 = addresses.first(where: { $0.ip.isV4 }) else {
+                Log.warning("stun '\(s)': no IPv4 address; gathering host candidates only")
+                return nil
+            }
+            return v4
+        }
     }
 
     static func describe(_ route: Route) -> String {
