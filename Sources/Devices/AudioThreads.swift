@@ -438,6 +438,10 @@ public final class PlaybackThread<Source: PlaybackSource> {
         pcm?.drain()
     }
 
+    /// The first write error of a file output, if any. Read it after `stop()` or
+    /// `finish()`: the thread that writes the file must have been joined.
+    public var fileFailure: FileError? { writer?.failure }
+
     /// Closes a file output now (its header gets the final sizes).
     public func finish() throws(DeviceError) {
         stop()

@@ -183,11 +183,16 @@ enum AudioCommand {
                     } catch { throw CLIFailure(.software, error.description) }
                 }
                 frames += m
-                do throws(FileError) { try writer.write(Array(decoded[0..<m])) } catch { throw CLIFailure(.config, error.description) }
+                // A write that fails half-way (a full disk) is an I/O error (74), not
+                // a configuration one: the header is still patched with what got there.
+                do throws(FileError) { try writer.write(Array(decoded[0..<m])) } catch {
+                    try? writer.close()
+                    throw CLIFailure(.ioError, "\(error); '\(output)' holds the first \(tenths(writer.seconds)) s")
+                }
             }
         }
         pipeline.captureStopped(device)
-        do throws(FileError) { try writer.close() } catch { throw CLIFailure(.config, error.description) }
+        do throws(FileError) { try writer.close() } catch { throw CLIFailure(.ioError, error.description) }
         let seconds = Double(frames) / Double(hooks.rate.hertz)
         let kbps = seconds > 0 ? Double(bytes * 8) / seconds / 1000 : 0
         // The meter reads −∞ dBFS for digital silence, and for input shorter than one
@@ -272,10 +277,19 @@ enum AudioCommand {
         loop.schedule(after: .seconds(Int64(seconds))) { loop.stop() }
         try wrap { () throws(SystemError) in try loop.run() }
         capture.stop()
-        do throws(DeviceError) { try playback.finish() } catch { Log.warning(error.description) }
+        var status = ExitStatus.ok
+        do throws(DeviceError) { try playback.finish() } catch {
+            Log.error("--output \(error)")
+            status = .ioError
+        }
+        // Read after finish(): the playback thread that wrote the file has been joined.
+        if let failure = playback.fileFailure {
+            Log.error("the output is incomplete: \(failure)")
+            status = .ioError
+        }
         let c = capture.counters, p = playback.counters
         writeOut("audio: capture \(capture.format), \(c.periods.load(ordering: .relaxed)) periods, \(c.xruns.load(ordering: .relaxed)) xruns; playback \(playback.format), \(p.xruns.load(ordering: .relaxed)) xruns, \(downlink.underruns.xruns.load(ordering: .relaxed)) underruns; \(packets) Opus packets\n")
-        return .ok
+        return status
     }
 }
 

@@ -13,6 +13,9 @@ enum ExitStatus: Int32 {
     case dataError = 65
     case unavailable = 69
     case software = 70
+    /// An output failed while running (EX_IOERR): e.g. `--output` hit a full disk, so
+    /// the recording is incomplete. The call itself went on.
+    case ioError = 74
     case config = 78
 }
 
@@ -57,7 +60,8 @@ enum CLI {
               --capture PCM            ALSA capture device (default "default"; none: silence)
               --playback PCM           ALSA playback device (default "default"; none)
               --input FILE.wav         the microphone from a file (paced; --loop-input repeats it)
-              --output FILE.wav        what would be played, to a file
+              --output FILE.wav        what would be played, to a file (exit 74 if it
+                                       could not all be written: a full disk)
               --ptt LINE --ptt-mode hold|toggle|open
                                        push-to-talk button; space (on a terminal) and SIGUSR1
                                        toggle talking too (or mute, with an open microphone)
@@ -188,7 +192,7 @@ enum CLI {
             let padded = c.synopsis + String(repeating: " ", count: max(1, 50 - c.synopsis.count))
             text += "  linnet " + padded + (c.run == nil ? "(not in this build yet)" : "") + "\n"
         }
-        text += "\n'linnet help COMMAND' tells more. Exit status: 0 ok, 64 usage, 65 bad data,\n69 service or device unavailable, 70 internal error, 78 configuration error.\n"
+        text += "\n'linnet help COMMAND' tells more. Exit status: 0 ok, 64 usage, 65 bad data,\n69 service or device unavailable, 70 internal error, 74 output failed (e.g. the\n--output recording is incomplete), 78 configuration error.\n"
         writeOut(text)
         return .ok
     }

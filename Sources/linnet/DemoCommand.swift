@@ -110,6 +110,7 @@ enum DemoCommand {
             try runner.start()
             try wrap { () throws(SystemError) in try loop.run() }
             answerer.closeAll()
+            if case .file(let sink) = audio.downlink { status = sink.finalStatus(status) }
             let t = runner.totals
             let both = t.sent > 0 && t.received > 0 && t.decoded > 0
             writeOut("demo: sent \(t.sent) packets, received \(t.received), decoded \(t.decoded) frames, concealed \(t.concealed); "

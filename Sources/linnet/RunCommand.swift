@@ -157,6 +157,7 @@ enum RunCommand {
         try runner.start()
         try wrap { () throws(SystemError) in try loop.run() }
         terminal?.restore()
+        if case .file(let sink) = audio.downlink { exit = sink.finalStatus(exit) }
         return exit
     }
 
