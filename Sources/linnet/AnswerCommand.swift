@@ -322,7 +322,8 @@ enum AnswerCommand {
             let signals: SignalSource
             let loop: EventLoop
             do throws(SystemError) {
-                signals = try SignalSource([SIGINT, SIGTERM])
+                // SIGHUP stops like SIGTERM: every session closed (BYE) before exit.
+                signals = try SignalSource([SIGINT, SIGTERM, SIGHUP])
                 loop = try EventLoop()
             } catch {
                 throw CLIFailure(.software, error.description)

@@ -134,6 +134,7 @@ enum AudioCommand {
 
     /// File to file, as fast as the CPU goes; the same stages as a live call.
     static func offline(input: String, output: String, hooks: HookOptions) throws(CLIFailure) -> ExitStatus {
+        _ = SignalSourceHolder.shared
         let reader: WAVReader
         do throws(FileError) { reader = try WAVReader(path: input) } catch { throw CLIFailure(.dataError, error.description) }
         let f = reader.format
@@ -159,7 +160,15 @@ enum AudioCommand {
         var bytes = 0, packets = 0, frames = 0
         pipeline.captureStarted(device)
         var time = Instant.zero
+        // SIGINT, SIGTERM and SIGHUP end the conversion early but cleanly: the output
+        // keeps what was written, with a correct header.
+        let signals = SignalSourceHolder.shared
+        var stoppedBy: Int32? = nil
         while true {
+            if let s = signals?.drain().first {
+                stoppedBy = s
+                break
+            }
             let n = try period.withMutableBytes { (b: UnsafeMutableRawBufferPointer) throws(CLIFailure) -> Int in
                 do throws(FileError) { return try reader.read(into: b) } catch { throw CLIFailure(.dataError, error.description) }
             }
@@ -193,6 +202,7 @@ enum AudioCommand {
         }
         pipeline.captureStopped(device)
         do throws(FileError) { try writer.close() } catch { throw CLIFailure(.ioError, error.description) }
+        if let s = stoppedBy { Log.info("stopped (\(ProcessSignals.name(s))): '\(output)' holds the first \(tenths(writer.seconds)) s") }
         let seconds = Double(frames) / Double(hooks.rate.hertz)
         let kbps = seconds > 0 ? Double(bytes * 8) / seconds / 1000 : 0
         // The meter reads −∞ dBFS for digital silence, and for input shorter than one
@@ -275,6 +285,16 @@ enum AudioCommand {
         }
         if !capture.realtime { Log.info("real-time scheduling not permitted (no CAP_SYS_NICE or LimitRTPRIO): audio threads run at normal priority") }
         loop.schedule(after: .seconds(Int64(seconds))) { loop.stop() }
+        // SIGINT, SIGTERM and SIGHUP stop early and cleanly (threads joined, the output
+        // file's header patched), as --seconds does.
+        if let signals = SignalSourceHolder.shared {
+            loop.watch(fd: signals.fd) { _ in
+                if let s = signals.drain().first {
+                    Log.info("stopping (\(ProcessSignals.name(s)))")
+                    loop.stop()
+                }
+            }
+        }
         try wrap { () throws(SystemError) in try loop.run() }
         capture.stop()
         var status = ExitStatus.ok
@@ -313,9 +333,11 @@ final class PlaybackBox: PlaybackSource, @unchecked Sendable {
     }
 }
 
-/// Blocks SIGINT/SIGTERM before audio threads start, so they never take a signal.
+/// Blocks SIGINT/SIGTERM/SIGHUP before audio threads start, so they never take a
+/// signal; the command reads them from the signalfd and stops cleanly (SIGHUP is a
+/// stop, not a reload).
 enum SignalSourceHolder {
-    nonisolated(unsafe) static let shared: SignalSource? = try? SignalSource([SIGINT, SIGTERM])
+    nonisolated(unsafe) static let shared: SignalSource? = try? SignalSource([SIGINT, SIGTERM, SIGHUP])
 }
 
 extension DeviceError {

@@ -79,6 +79,8 @@ enum CLI {
               --log-level LEVEL        error, warn, info (default) or debug
             Hook and codec keys (rate, gain-db, agc, noise-gate, limiter, high-pass-hz,
             bitrate, complexity, fec, dtx) are as in 'linnet help audio'.
+            SIGTERM, SIGINT and SIGHUP stop it cleanly (SIGHUP is a stop, not a reload);
+            SIGUSR1 toggles talking or mute.
             """, run: { args in RunCommand.run(args) }),
         Command(name: "demo", synopsis: "demo [--seconds N]", help: """
             A whole call on this machine, with no sound card and no backend: the built-in
@@ -139,6 +141,9 @@ enum CLI {
     ]
 
     static func main(_ argv: [String]) -> ExitStatus {
+        // Before any thread exists (dispositions are process-wide): a closed pipe or a
+        // file-size limit becomes a write error each output handles, not a death.
+        ProcessSignals.ignoreWriteSignals()
         var args = Array(argv.dropFirst())
         guard let first = args.first else {
             _ = printHelp(nil)

@@ -74,7 +74,8 @@ enum DemoCommand {
                 statsSeconds = try o.int("stats-seconds", default: 1, range: 0...3600)
             } catch { throw CLIFailure(.usage, error.description) }
             let output = o["output"] ?? "linnet-demo.wav"
-            let signals = try wrap { () throws(SystemError) in try SignalSource([SIGINT, SIGTERM, SIGUSR1]) }
+            // SIGHUP stops the demo cleanly like SIGINT/SIGTERM (see RunCommand).
+            let signals = try wrap { () throws(SystemError) in try SignalSource([SIGINT, SIGTERM, SIGHUP, SIGUSR1]) }
             let loop = try wrap { () throws(SystemError) in try EventLoop() }
             let crypto = try wrap { () throws(DTLSError) in try CryptoRandom() }
             let answerer = try Answerer(loop: loop, listen: SocketAddress(ip: .loopbackV4, port: 0), mode: .echo, crypto: crypto)

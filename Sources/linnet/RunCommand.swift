@@ -81,7 +81,10 @@ enum RunCommand {
         let route = try route(config)
         let token = try token(config)
         // Signals are blocked before any thread starts, so only signalfd sees them.
-        let signals = try wrap { () throws(SystemError) in try SignalSource([SIGINT, SIGTERM, SIGUSR1]) }
+        // SIGHUP is a stop like SIGTERM (the terminal went away; a reload is not
+        // implemented): the provider-side close, the status file and the WAV header
+        // are all finished before exit.
+        let signals = try wrap { () throws(SystemError) in try SignalSource([SIGINT, SIGTERM, SIGHUP, SIGUSR1]) }
         let loop = try wrap { () throws(SystemError) in try EventLoop() }
         let stun = config.stun.flatMap { resolveSTUN($0, loop: loop) }
         let crypto = try wrap { () throws(DTLSError) in try CryptoRandom() }
@@ -140,7 +143,7 @@ enum RunCommand {
                 if s == SIGUSR1 {
                     runner.toggle()
                 } else {
-                    Log.info("stopping (signal \(s))")
+                    Log.info(s == SIGHUP ? "stopping (SIGHUP: a stop, not a reload)" : "stopping (\(ProcessSignals.name(s)))")
                     runner.stop()
                 }
             }
