@@ -9,17 +9,17 @@ import Wire
 /// log2 of a mean square in Q16 for a level in dBFS (0 dBFS = full-scale square wave,
 /// mean square 2^30): log2 ms = dB / (10·log10 2) + 30.
 func meanSquareLog2Q16(dBFS: Double) -> Int32 {
-    Int32((dBFS / (10 * ConfigMath.log10(2)) + 30) * 65536)
+    Int32(saturating: (dBFS / (10 * ConfigMath.log10(2)) + 30) * 65536)
 }
 
 /// log2 of an amplitude ratio in Q16 for a gain in dB.
 func amplitudeLog2Q16(dB: Double) -> Int32 {
-    Int32((dB / (20 * ConfigMath.log10(2)) * 65536).rounded())
+    Int32(saturating: (dB / (20 * ConfigMath.log10(2)) * 65536).rounded())
 }
 
 /// A per-frame one-pole coefficient in Q15 for a time constant in milliseconds.
 func onePoleQ15(milliseconds: Double) -> Int32 {
-    Int32((ConfigMath.onePole(tauMilliseconds: milliseconds, frameMilliseconds: 10) * 32768).rounded())
+    Int32(saturating: (ConfigMath.onePole(tauMilliseconds: milliseconds, frameMilliseconds: 10) * 32768).rounded())
 }
 
 // MARK: - DC removal / high-pass
@@ -75,7 +75,7 @@ public final class HighPassFilter: AudioHook, @unchecked Sendable {
             var pB = 1.0
             for _ in 0..<b { pB *= p }
             (designs + rate.index).initialize(to: DCRemoverDesign(blockLength: b, log2Block: lg,
-                                                                  kQ30: Int64(((1 - pB) * 1073741824).rounded())))
+                                                                  kQ30: Int64(saturating: ((1 - pB) * 1073741824).rounded())))
         }
         dcQ14 = .allocate(capacity: AudioFormat.maxChannels)
         dcQ14.initialize(repeating: 0, count: AudioFormat.maxChannels)
@@ -368,8 +368,8 @@ public final class NoiseGate: AudioHook, @unchecked Sendable {
         self.holdMilliseconds = holdMilliseconds
         self.releaseMilliseconds = releaseMilliseconds
         thresholdLog2 = meanSquareLog2Q16(dBFS: thresholdDBFS)
-        holdFrames = Int((holdMilliseconds / 10).rounded())
-        keepQ15 = Int32((ConfigMath.exp(-10 / releaseMilliseconds) * 32768).rounded())
+        holdFrames = Int(saturating: (holdMilliseconds / 10).rounded())
+        keepQ15 = Int32(saturating: (ConfigMath.exp(-10 / releaseMilliseconds) * 32768).rounded())
         state = .allocate(capacity: 1)
         state.initialize(to: GateState(gainQ15: 32768, holdLeft: holdFrames))
     }
@@ -457,7 +457,7 @@ public final class Limiter: AudioHook, @unchecked Sendable {
         self.ceilingDBFS = ceilingDBFS
         self.releaseMilliseconds = releaseMilliseconds
         self.lookahead = lookahead
-        ceiling = min(Int32((32768 * ConfigMath.dbToLinear(ceilingDBFS)).rounded(.down)), 32767)
+        ceiling = min(Int32(saturating: (32768 * ConfigMath.dbToLinear(ceilingDBFS)).rounded(.down)), 32767)
         releaseQ15 = onePoleQ15(milliseconds: releaseMilliseconds)
         delayCapacity = lookahead ? SampleRate.hz48000.samplesPerFrame * AudioFormat.maxChannels : 0
         delay = .allocate(capacity: max(delayCapacity, 1))

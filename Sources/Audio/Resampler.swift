@@ -1,3 +1,5 @@
+import Wire
+
 /// Rational-ratio polyphase FIR resampler between a device rate (16000, 24000, 44100 or
 /// 48000 Hz) and a pipeline rate (16000, 24000 or 48000 Hz), on interleaved Int16.
 ///
@@ -51,7 +53,7 @@ public final class Resampler: @unchecked Sendable {
         up = outputRate.hertz / a
         down = inputRate / a
         let fmin = Double(min(inputRate, outputRate.hertz))
-        var k = Int((48 * Double(inputRate) / fmin).rounded(.up))
+        var k = Int(saturating: (48 * Double(inputRate) / fmin).rounded(.up))
         k = (k + 3) / 4 * 4
         tapsPerPhase = k
         taps = .allocate(capacity: up * k)
@@ -95,7 +97,7 @@ public final class Resampler: @unchecked Sendable {
             for c in 0..<k { sum += proto[p + (k - 1 - c) * l] }
             for c in 0..<k {
                 let v = (proto[p + (k - 1 - c) * l] / sum * 32768).rounded()
-                taps[p * k + c] = Int16(min(max(v, -32768), 32767))
+                taps[p * k + c] = Int16(saturating: v)
             }
         }
     }

@@ -41,6 +41,8 @@ static inline int csystem_errno(void) { return errno; }
 static inline void csystem_set_errno(int value) { errno = value; }
 static inline int csystem_fcntl_int(int fd, int cmd, int arg) { return fcntl(fd, cmd, arg); }
 static inline int csystem_open(const char *path, int flags, unsigned mode) { return open(path, flags, (mode_t)mode); }
+/* SIG_IGN is a cast macro Swift cannot import. */
+static inline void csystem_ignore_signal(int sig) { signal(sig, SIG_IGN); }
 /* POSIX declares environ only to applications that declare it themselves. */
 extern char **environ;
 static inline char **csystem_environ(void) { return environ; }

@@ -113,18 +113,38 @@ public enum RealTime {
 
 /// Paces a loop at one period per `period` nanoseconds on the monotonic clock, with
 /// absolute deadlines so a late wake-up does not accumulate drift.
+///
+/// Falling more than `maxLag` behind (the process was stopped, SIGSTOP; the thread was
+/// starved or frozen) is not caught up: absolute deadlines would then all be in the past
+/// and the periods missed would go out as fast as the CPU goes (a 10 s stop became a
+/// burst of 117 packets). A microphone does not deliver the past either: the schedule
+/// restarts from now, and the gap shows in the capture times, where the loop moves RTP
+/// time on by it (`UplinkClock`).
 struct Pacer {
     var next: Int64
     let period: Int64
+    /// Times the schedule was restarted after falling behind.
+    private(set) var resyncs = 0
+    static let maxLag: Int64 = 200_000_000
 
-    init(periodFrames: Int, sampleRate: Int) {
-        period = Int64(periodFrames) * 1_000_000_000 / Int64(sampleRate)
-        next = MonotonicClock.now().nanoseconds
+    init(periodFrames: Int, sampleRate: Int, now: Int64 = MonotonicClock.now().nanoseconds) {
+        period = Int64(periodFrames) * 1_000_000_000 / Int64(max(sampleRate, 1))
+        next = now
+    }
+
+    /// The next deadline to sleep until, given the time `now` (pure, for tests).
+    mutating func advance(now: Int64) -> Int64 {
+        next += period
+        if now - next > Pacer.maxLag {
+            next = now
+            resyncs += 1
+        }
+        return next
     }
 
     mutating func wait() {
-        next += period
-        var ts = timespec(tv_sec: time_t(next / 1_000_000_000), tv_nsec: Int(next % 1_000_000_000))
+        let deadline = advance(now: MonotonicClock.now().nanoseconds)
+        var ts = timespec(tv_sec: time_t(deadline / 1_000_000_000), tv_nsec: Int(deadline % 1_000_000_000))
         clock_nanosleep(CLOCK_MONOTONIC, Int32(TIMER_ABSTIME), &ts, nil)
     }
 }
@@ -437,6 +457,10 @@ public final class PlaybackThread<Source: PlaybackSource> {
         guard control.stop() else { return }
         pcm?.drain()
     }
+
+    /// The first write error of a file output, if any. Read it after `stop()` or
+    /// `finish()`: the thread that writes the file must have been joined.
+    public var fileFailure: FileError? { writer?.failure }
 
     /// Closes a file output now (its header gets the final sizes).
     public func finish() throws(DeviceError) {

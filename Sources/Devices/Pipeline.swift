@@ -11,6 +11,11 @@ import Platform
 ///
 /// Everything is allocated here, at construction; `captured` touches only that memory
 /// (ARCHITECTURE.md "Threads"; the allocation test in Tests/AudioTests drives this path).
+///
+/// Each 10 ms frame's capture time travels beside it (`popFrame` returns it), so the
+/// loop can tell fresh audio from audio that waited behind a stall and drop the latter
+/// (`UplinkClock`). Frames go into the ring whole or not at all, which keeps the
+/// samples and their times in step.
 public final class CapturePipeline: CaptureSink, @unchecked Sendable {
     public let device: DeviceFormat
     public let format: AudioFormat
@@ -26,6 +31,16 @@ public final class CapturePipeline: CaptureSink, @unchecked Sendable {
     var sequence: UInt64 = 0
     /// Frames the ring had no room for (the loop fell behind): counted, dropped.
     public let overflows = AudioThreadCounters()
+    /// Capture time (monotonic ns) of frame k of the ring's stream at `times[k & timeMask]`.
+    /// Written by the capture thread before the frame's samples are pushed, so the ring's
+    /// release/acquire on its write index publishes it; a slot is rewritten only
+    /// `timeMask + 1` frames later, when the ring has long given that frame's room back.
+    let times: UnsafeMutablePointer<Int64>
+    let timeMask: Int
+    /// Frames pushed (capture thread only).
+    var pushedFrames = 0
+    /// Samples taken with `popFrame` (loop only).
+    var poppedSamples = 0
 
     /// - Parameters:
     ///   - channel: the device channel to use (nil: average all channels).
@@ -50,12 +65,32 @@ public final class CapturePipeline: CaptureSink, @unchecked Sendable {
         var capacity = 1
         while capacity < ringFrames * rate.samplesPerFrame { capacity <<= 1 }
         ring = try SampleRing(capacity: capacity)
+        // More slots than frames the ring can hold, plus two for a consumer mid-frame.
+        var slots = 1
+        while slots < capacity / rate.samplesPerFrame + 2 { slots <<= 1 }
+        times = .allocate(capacity: slots)
+        times.initialize(repeating: 0, count: slots)
+        timeMask = slots - 1
     }
 
     deinit {
         converted.deallocate()
         resampled.deallocate()
         frame.deallocate()
+        times.deallocate()
+    }
+
+    /// Loop side: pops exactly `destination.count` samples (a 20 ms frame) if that many
+    /// are waiting, and returns the capture time of the 10 ms frame its first sample
+    /// belongs to; nil (nothing popped) otherwise. Use either this or `ring.pop`, not
+    /// both: the time lookup counts the samples taken here.
+    public func popFrame(into destination: UnsafeMutableBufferPointer<Int16>) -> Instant? {
+        guard ring.availableToRead >= destination.count else { return nil }
+        // Read the time before the pop hands the frame's room back to the producer.
+        let t = times[(poppedSamples / frame.count) & timeMask]
+        let n = ring.pop(into: destination)
+        poppedSamples &+= n
+        return Instant(nanoseconds: t)
     }
 
     public func captureStarted(_ format: DeviceFormat) {
@@ -90,8 +125,14 @@ public final class CapturePipeline: CaptureSink, @unchecked Sendable {
                 sequence &+= 1
                 // `.silence` has already zeroed the frame inside the chain.
                 _ = chain.process(frame, info)
-                if ring.push(UnsafeBufferPointer(frame)) < perFrame {
+                // Whole frames only: a partly pushed frame would put the loop's 20 ms
+                // frames out of step with their capture times.
+                if ring.capacity &- ring.availableToRead < perFrame {
                     overflows.xruns.add(1, ordering: .relaxed)
+                } else {
+                    times[pushedFrames & timeMask] = time.nanoseconds
+                    _ = ring.push(UnsafeBufferPointer(frame))
+                    pushedFrames &+= 1
                 }
                 notify.signal()
             }

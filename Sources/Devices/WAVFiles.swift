@@ -11,10 +11,14 @@ public enum FileError: Error, Equatable, Sendable, CustomStringConvertible {
     case wav(path: String, WAVError)
     /// The file holds more samples than Linnet will load into memory.
     case tooLarge(path: String, bytes: Int)
+    /// It cannot be opened for reading, or is not a regular file (a FIFO would block
+    /// the open forever); the error says why and what to do.
+    case unreadable(FileReadError)
 
     public var description: String {
         switch self {
-        case .system(let path, let e): return "'\(path)': \(SystemError.message(e.code))"
+        case .unreadable(let e): return e.description
+        case .system(let path, let e): return "'\(path)': \(writeOpenReason(e))"
         case .wav(let path, let e): return "'\(path)': \(e.description)"
         case .tooLarge(let path, let bytes): return "'\(path)': \(bytes / 1_048_576) MiB of samples is more than the 256 MiB Linnet loads"
         }
@@ -33,10 +37,11 @@ public final class WAVReader {
     public init(path: String) throws(FileError) {
         self.path = path
         let fd: Int32
-        do throws(SystemError) {
-            fd = try sys("open") { csystem_open(path, O_RDONLY | O_CLOEXEC, 0) }
+        let info: stat
+        do throws(FileReadError) {
+            (fd, info) = try openRegularFile(path)
         } catch {
-            throw .system(path: path, error)
+            throw .unreadable(error)
         }
         var header = [UInt8](repeating: 0, count: 65_536)
         let n = header.withUnsafeMutableBytes { CSystem.read(fd, $0.baseAddress, $0.count) }
@@ -47,8 +52,6 @@ public final class WAVReader {
             closeDescriptor(fd)
             throw .wav(path: path, error)
         }
-        var info = stat()
-        fstat(fd, &info)
         let available = max(0, Int(info.st_size) - parsed.dataOffset)
         // A header a killed recorder never patched (0 or 0xFFFFFFFF) or one that claims
         // more than is there: read what the file really holds.
@@ -88,37 +91,49 @@ public final class WAVWriter {
     public let sampleRate: Int
     public let channels: Int
     var fd: Int32
+    /// Sample bytes in the file (a failed write may have left part of a frame).
     public private(set) var dataBytes = 0
+    /// The first write error (a full disk, `EFBIG` past `LimitFSIZE=`, a FIFO whose
+    /// reader left). Nothing more is written after it: a partly written frame would
+    /// shift every later sample. The owner reports it once and carries on.
+    public private(set) var failure: FileError?
 
+    /// Creates (or truncates) `path`. Opened without blocking: a FIFO with no reader is
+    /// an error here rather than a hang.
     public init(path: String, sampleRate: Int, channels: Int) throws(FileError) {
         self.path = path
         self.sampleRate = sampleRate
         self.channels = channels
-        do throws(SystemError) {
-            fd = try sys("open") { csystem_open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o644) }
-        } catch {
-            throw .system(path: path, error)
+        switch openForWriting(path, flags: O_CREAT | O_TRUNC) {
+        case .success(let f): fd = f
+        case .failure(let e): throw .system(path: path, e)
         }
-        try writeAll(WAV.header(sampleRate: sampleRate, channels: channels, dataLength: 0))
+        try write(bytes: WAV.header(sampleRate: sampleRate, channels: channels, dataLength: 0))
+        dataBytes = 0
     }
 
     deinit { try? close() }
 
-    /// Appends interleaved samples.
+    /// Appends interleaved samples; after a failure, throws it again without writing.
     public func write(_ samples: UnsafeBufferPointer<Int16>) throws(FileError) {
         // WAV is little-endian, as are x86_64 and arm64.
-        try writeAll(UnsafeRawBufferPointer(samples))
-        dataBytes += samples.count * 2
+        try write(raw: UnsafeRawBufferPointer(samples))
     }
 
     public func write(_ samples: [Int16]) throws(FileError) {
         try samples.withBuffer { (p: UnsafeBufferPointer<Int16>) throws(FileError) in try write(p) }
     }
 
-    /// Patches the header with the final sizes and closes the file.
+    /// Seconds of audio in the file (whole frames).
+    public var seconds: Double { Double(wholeFrameBytes) / Double(2 * channels * max(sampleRate, 1)) }
+
+    var wholeFrameBytes: Int { dataBytes - dataBytes % (2 * max(channels, 1)) }
+
+    /// Patches the header with the final sizes (the whole frames that reached the file)
+    /// and closes it.
     public func close() throws(FileError) {
         guard fd >= 0 else { return }
-        let header = WAV.header(sampleRate: sampleRate, channels: channels, dataLength: dataBytes)
+        let header = WAV.header(sampleRate: sampleRate, channels: channels, dataLength: wholeFrameBytes)
         let r = header.withUnsafeBytes { pwrite(fd, $0.baseAddress, $0.count, 0) }
         let e = csystem_errno()
         closeDescriptor(fd)
@@ -126,18 +141,19 @@ public final class WAVWriter {
         if r != 44 { throw .system(path: path, SystemError("pwrite", code: e)) }
     }
 
-    private func writeAll(_ bytes: [UInt8]) throws(FileError) {
-        try bytes.withBytes { (raw: UnsafeRawBufferPointer) throws(FileError) in try writeAll(raw) }
+    private func write(bytes: [UInt8]) throws(FileError) {
+        try bytes.withBytes { (raw: UnsafeRawBufferPointer) throws(FileError) in try write(raw: raw) }
     }
 
-    private func writeAll(_ raw: UnsafeRawBufferPointer) throws(FileError) {
-        var done = 0
-        while done < raw.count {
-            do throws(SystemError) {
-                done += try sys("write") { CSystem.write(fd, raw.baseAddress! + done, raw.count - done) }
-            } catch {
-                throw .system(path: path, error)
-            }
+    private func write(raw: UnsafeRawBufferPointer) throws(FileError) {
+        if let failure { throw failure }
+        guard fd >= 0 else { throw .system(path: path, SystemError("write", code: EBADF)) }
+        if let (error, written) = writeFully(fd: fd, raw) {
+            dataBytes += written
+            let f = FileError.system(path: path, error)
+            failure = f
+            throw f
         }
+        dataBytes += raw.count
     }
 }

@@ -67,13 +67,29 @@ public enum Log {
 /// Writes all of `bytes` to `fd`, retrying short writes and EINTR; gives up silently on
 /// any other error (a closed stderr must not take the agent down).
 public func writeAll(fd: Int32, _ bytes: [UInt8]) {
-    bytes.withUnsafeBytes { raw in
-        var done = 0
-        while done < raw.count {
-            let n = write(fd, raw.baseAddress! + done, raw.count - done)
-            if n > 0 { done += n } else if n < 0 && csystem_errno() == EINTR { continue } else { return }
-        }
+    _ = writeFully(fd: fd, bytes)
+}
+
+/// Writes all of `bytes` to `fd`, retrying short writes and EINTR. Returns nil when all
+/// was written, else the error (`EPIPE` for a reader that went away, `ENOSPC` for a full
+/// disk) and how many bytes did get written before it. SIGPIPE is ignored process-wide
+/// (`ProcessSignals.ignoreWriteSignals`), so a closed pipe is this error, not a death.
+public func writeFully(fd: Int32, _ bytes: [UInt8]) -> (error: SystemError, written: Int)? {
+    bytes.withUnsafeBytes { raw in writeFully(fd: fd, raw) }
+}
+
+public func writeFully(fd: Int32, _ raw: UnsafeRawBufferPointer) -> (error: SystemError, written: Int)? {
+    var done = 0
+    while done < raw.count {
+        let n = write(fd, raw.baseAddress! + done, raw.count - done)
+        if n > 0 { done += n; continue }
+        let code = n < 0 ? csystem_errno() : EIO
+        if code == EINTR { continue }
+        // A write of 0 bytes to a non-empty buffer does not happen on Linux files,
+        // pipes or sockets; were it to, looping would spin, so call it an I/O error.
+        return (SystemError("write", code: code), done)
     }
+    return nil
 }
 
 /// Writes a string to standard output (the CLI's normal output).

@@ -31,3 +31,29 @@ public final class SignalSource {
         return out
     }
 }
+
+/// Process-wide signal dispositions set once at start.
+public enum ProcessSignals {
+    /// Ignores SIGPIPE and SIGXFSZ, before any thread starts (the disposition is
+    /// process-wide). By default a write to a closed pipe (`linnet run --events - |
+    /// head -1`) or past `RLIMIT_FSIZE` (systemd's `LimitFSIZE=`) kills the process on
+    /// the spot: no provider-side close, a status file left at `connected`, a WAV header
+    /// never patched. Ignored, they become `EPIPE` and `EFBIG` from write(2), which each
+    /// output reports once and survives (the call goes on).
+    public static func ignoreWriteSignals() {
+        csystem_ignore_signal(SIGPIPE)
+        csystem_ignore_signal(SIGXFSZ)
+    }
+
+    /// `SIGHUP`, `SIGTERM`… for log lines; the number for others.
+    public static func name(_ signal: Int32) -> String {
+        switch signal {
+        case SIGHUP: return "SIGHUP"
+        case SIGINT: return "SIGINT"
+        case SIGTERM: return "SIGTERM"
+        case SIGUSR1: return "SIGUSR1"
+        case SIGPIPE: return "SIGPIPE"
+        default: return "signal \(signal)"
+        }
+    }
+}

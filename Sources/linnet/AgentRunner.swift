@@ -86,6 +86,7 @@ final class AgentRunner {
 
     func start() throws(CLIFailure) {
         audio.onFrame = { frame in self.uplink(frame) }
+        audio.onSkip = { frames in self.skipUplink(frames) }
         try audio.start()
         conversation.send = { text in self.activeSession?.sendEvent(text) }
         conversation.log = { type, fields in self.log(type, fields) }
@@ -312,6 +313,14 @@ final class AgentRunner {
         conversation.audioSent(milliseconds: 20, now: loop.now)
     }
 
+    /// Uplink time that passed with nothing to send (stale frames dropped after a stall,
+    /// audio never captured): RTP time moves on by it, as it does for a frame the
+    /// encoder left out, so the far end plays what follows at the right time.
+    func skipUplink(_ frames: Int) {
+        guard let s = activeSession, s.wasConnected, !s.closing, frames > 0 else { return }
+        s.call.peer.skipAudio(samples: UInt32(truncatingIfNeeded: min(frames, 1 << 20) * 960))
+    }
+
     func tickPlayout(at deadline: Instant) {
         playoutTimer = loop.schedule(at: deadline) {
             self.audio.play(self.activeSession?.media.playout(now: self.loop.now))
@@ -404,6 +413,10 @@ final class AgentRunner {
         var f: [(String, JSONValue)] = [("state", .string(supervisor.state.rawValue)), ("reconnects", .number(JSONNumber(reconnects)))]
         let x = audio.xruns
         f.append(("capture_xruns", .number(JSONNumber(x.capture))))
+        // Stops of the uplink past 200 ms (the process stopped, the loop held) and the
+        // 20 ms frames dropped as stale after them rather than sent late in a burst.
+        f.append(("capture_stalls", .number(JSONNumber(audio.clock.stalls))))
+        f.append(("capture_stale_frames", .number(JSONNumber(audio.clock.staleFrames))))
         f.append(("playback_xruns", .number(JSONNumber(x.playback))))
         if let meter = audio.meter { f.append(("mic_dbfs", .number(JSONNumber((meter.rmsDBFS * 10).rounded() / 10)))) }
         guard let s = activeSession else { return f }

@@ -265,7 +265,7 @@ final class ToneSource {
 
     func next() -> [UInt8]? {
         for i in 0..<960 {
-            pcm[i] = Int16(amplitude * 32_767 * sin(phase))
+            pcm[i] = Int16(saturating: amplitude * 32_767 * sin(phase))
             phase += step
             if phase > 2 * Double.pi { phase -= 2 * Double.pi }
         }
@@ -322,7 +322,8 @@ enum AnswerCommand {
             let signals: SignalSource
             let loop: EventLoop
             do throws(SystemError) {
-                signals = try SignalSource([SIGINT, SIGTERM])
+                // SIGHUP stops like SIGTERM: every session closed (BYE) before exit.
+                signals = try SignalSource([SIGINT, SIGTERM, SIGHUP])
                 loop = try EventLoop()
             } catch {
                 throw CLIFailure(.software, error.description)

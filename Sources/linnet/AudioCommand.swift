@@ -34,7 +34,7 @@ struct HookOptions {
             // Embedded Swift has no Double(String) (it needs strtod): JSON's own correctly
             // rounded decimal reader does the job.
             guard let v = (try? JSONValue.parse(text))?.double, range.contains(v) else {
-                throw CLIFailure(.usage, "--\(name): '\(text)' is not a number from \(Int(range.lowerBound)) to \(Int(range.upperBound))")
+                throw CLIFailure(.usage, "--\(name): '\(text)' is not a number from \(Int(saturating: range.lowerBound)) to \(Int(saturating: range.upperBound))")
             }
             return v
         }
@@ -46,8 +46,8 @@ struct HookOptions {
             guard let k = Int(c), (0...7).contains(k) else { throw CLIFailure(.usage, "--channel must be 0–7 (the device channel to use)") }
             channel = k
         }
-        if let b = try number("bitrate", 6_000...510_000) { bitrate = Int32(b) }
-        if let c = try number("complexity", 0...10) { complexity = Int32(c) }
+        if let b = try number("bitrate", 6_000...510_000) { bitrate = Int32(saturating: b) }
+        if let c = try number("complexity", 0...10) { complexity = Int32(saturating: c) }
         fec = o.flags.contains("fec")
         dtx = o.flags.contains("dtx")
         let highPass = try number("high-pass-hz", 1...1000) ?? 20
@@ -134,6 +134,7 @@ enum AudioCommand {
 
     /// File to file, as fast as the CPU goes; the same stages as a live call.
     static func offline(input: String, output: String, hooks: HookOptions) throws(CLIFailure) -> ExitStatus {
+        _ = SignalSourceHolder.shared
         let reader: WAVReader
         do throws(FileError) { reader = try WAVReader(path: input) } catch { throw CLIFailure(.dataError, error.description) }
         let f = reader.format
@@ -159,7 +160,15 @@ enum AudioCommand {
         var bytes = 0, packets = 0, frames = 0
         pipeline.captureStarted(device)
         var time = Instant.zero
+        // SIGINT, SIGTERM and SIGHUP end the conversion early but cleanly: the output
+        // keeps what was written, with a correct header.
+        let signals = SignalSourceHolder.shared
+        var stoppedBy: Int32? = nil
         while true {
+            if let s = signals?.drain().first {
+                stoppedBy = s
+                break
+            }
             let n = try period.withMutableBytes { (b: UnsafeMutableRawBufferPointer) throws(CLIFailure) -> Int in
                 do throws(FileError) { return try reader.read(into: b) } catch { throw CLIFailure(.dataError, error.description) }
             }
@@ -183,14 +192,25 @@ enum AudioCommand {
                     } catch { throw CLIFailure(.software, error.description) }
                 }
                 frames += m
-                do throws(FileError) { try writer.write(Array(decoded[0..<m])) } catch { throw CLIFailure(.config, error.description) }
+                // A write that fails half-way (a full disk) is an I/O error (74), not
+                // a configuration one: the header is still patched with what got there.
+                do throws(FileError) { try writer.write(Array(decoded[0..<m])) } catch {
+                    try? writer.close()
+                    throw CLIFailure(.ioError, "\(error); '\(output)' holds the first \(tenths(writer.seconds)) s")
+                }
             }
         }
         pipeline.captureStopped(device)
-        do throws(FileError) { try writer.close() } catch { throw CLIFailure(.config, error.description) }
+        do throws(FileError) { try writer.close() } catch { throw CLIFailure(.ioError, error.description) }
+        if let s = stoppedBy { Log.info("stopped (\(ProcessSignals.name(s))): '\(output)' holds the first \(tenths(writer.seconds)) s") }
         let seconds = Double(frames) / Double(hooks.rate.hertz)
         let kbps = seconds > 0 ? Double(bytes * 8) / seconds / 1000 : 0
-        writeOut("audio: \(f.sampleFormat) \(f.sampleRate) Hz × \(f.channels) → \(hooks.rate.hertz) Hz mono, \(packets) Opus packets, \(Int(kbps.rounded())) kbit/s, \(frames) samples written; last frame peak \(Int(hooks.meter.peakDBFS.rounded())) dBFS\n")
+        // The meter reads −∞ dBFS for digital silence, and for input shorter than one
+        // 10 ms frame it has measured nothing at all: say so instead of converting −∞.
+        let peak = hooks.meter.peakDBFS
+        let peakText = hooks.meter.frameCount == 0 ? "no whole 10 ms frame to measure"
+            : peak.isFinite ? "last frame peak \(Int(saturating: peak.rounded())) dBFS" : "last frame digital silence (peak −∞ dBFS)"
+        writeOut("audio: \(f.sampleFormat) \(f.sampleRate) Hz × \(f.channels) → \(hooks.rate.hertz) Hz mono, \(packets) Opus packets, \(Int(saturating: kbps.rounded())) kbit/s, \(frames) samples written; \(peakText)\n")
         return .ok
     }
 
@@ -265,12 +285,31 @@ enum AudioCommand {
         }
         if !capture.realtime { Log.info("real-time scheduling not permitted (no CAP_SYS_NICE or LimitRTPRIO): audio threads run at normal priority") }
         loop.schedule(after: .seconds(Int64(seconds))) { loop.stop() }
+        // SIGINT, SIGTERM and SIGHUP stop early and cleanly (threads joined, the output
+        // file's header patched), as --seconds does.
+        if let signals = SignalSourceHolder.shared {
+            loop.watch(fd: signals.fd) { _ in
+                if let s = signals.drain().first {
+                    Log.info("stopping (\(ProcessSignals.name(s)))")
+                    loop.stop()
+                }
+            }
+        }
         try wrap { () throws(SystemError) in try loop.run() }
         capture.stop()
-        do throws(DeviceError) { try playback.finish() } catch { Log.warning(error.description) }
+        var status = ExitStatus.ok
+        do throws(DeviceError) { try playback.finish() } catch {
+            Log.error("--output \(error)")
+            status = .ioError
+        }
+        // Read after finish(): the playback thread that wrote the file has been joined.
+        if let failure = playback.fileFailure {
+            Log.error("the output is incomplete: \(failure)")
+            status = .ioError
+        }
         let c = capture.counters, p = playback.counters
         writeOut("audio: capture \(capture.format), \(c.periods.load(ordering: .relaxed)) periods, \(c.xruns.load(ordering: .relaxed)) xruns; playback \(playback.format), \(p.xruns.load(ordering: .relaxed)) xruns, \(downlink.underruns.xruns.load(ordering: .relaxed)) underruns; \(packets) Opus packets\n")
-        return .ok
+        return status
     }
 }
 
@@ -294,9 +333,11 @@ final class PlaybackBox: PlaybackSource, @unchecked Sendable {
     }
 }
 
-/// Blocks SIGINT/SIGTERM before audio threads start, so they never take a signal.
+/// Blocks SIGINT/SIGTERM/SIGHUP before audio threads start, so they never take a
+/// signal; the command reads them from the signalfd and stops cleanly (SIGHUP is a
+/// stop, not a reload).
 enum SignalSourceHolder {
-    nonisolated(unsafe) static let shared: SignalSource? = try? SignalSource([SIGINT, SIGTERM])
+    nonisolated(unsafe) static let shared: SignalSource? = try? SignalSource([SIGINT, SIGTERM, SIGHUP])
 }
 
 extension DeviceError {
@@ -308,6 +349,8 @@ extension DeviceError {
             return false
         case .file(let e):
             if case .system = e { return true }
+            // Missing or unreadable (an errno) as before; a FIFO or a directory is bad data.
+            if case .unreadable(let r) = e { return r.code != nil }
             return false
         case .thread: return false
         }

@@ -2,6 +2,11 @@
 // thread, through the hook chain and the mute gate; or a generated voice for the demo)
 // and the speaker (a playback device on its thread, a WAV file, or nothing). The loop
 // sees 20 ms frames at the pipeline rate in both directions.
+//
+// Uplink frames carry their capture time; `UplinkClock` drops those that waited more
+// than 200 ms (behind a stopped process or a held loop) instead of sending them as a
+// burst, and reports how much RTP time to skip (`onSkip`) for audio dropped or never
+// captured, so RTP time keeps following real time.
 import CSystem
 import Synchronization
 import Wire
@@ -32,6 +37,10 @@ final class AudioIO {
     let meter: LevelMeter?
     var frame: [Int16]
     var onFrame: ([Int16]) -> Void = { _ in }
+    /// Frames (20 ms each) of uplink time that passed without a frame to send: stale
+    /// frames dropped, capture gaps. The session's RTP time must move on by as much.
+    var onSkip: (Int) -> Void = { _ in }
+    var clock = UplinkClock()
     var uplinkTimer: EventLoop.TimerID?
     var source: EventLoop.SourceID?
     var started = false
@@ -101,10 +110,7 @@ final class AudioIO {
         case .capture(let thread, let pipeline, let notify):
             source = loop.watch(fd: notify.fd) { _ in
                 notify.drain()
-                while pipeline.ring.availableToRead >= self.frameSamples {
-                    _ = self.frame.withUnsafeMutableBufferPointer { pipeline.ring.pop(into: $0) }
-                    self.onFrame(self.frame)
-                }
+                self.drain(pipeline)
             }
             do throws(DeviceError) { try thread.start() } catch { throw CLIFailure(.unavailable, error.description) }
             if !thread.realtime { Log.info("real-time scheduling not permitted (no CAP_SYS_NICE or LimitRTPRIO): audio threads run at normal priority") }
@@ -116,13 +122,35 @@ final class AudioIO {
         }
     }
 
+    /// Every whole 20 ms frame waiting in the capture ring, each sent or dropped by its
+    /// capture time.
+    func drain(_ pipeline: CapturePipeline) {
+        while true {
+            guard let t = frame.withUnsafeMutableBufferPointer({ pipeline.popFrame(into: $0) }) else { return }
+            deliver(captureTime: t)
+        }
+    }
+
+    func deliver(captureTime t: Instant) {
+        let d = clock.admit(captureTime: t, now: loop.now)
+        if d.framesToSkip > 0 { onSkip(d.framesToSkip) }
+        if d.send { onFrame(frame) }
+    }
+
     func tick(_ generator: FrameSource, at deadline: Instant) {
         uplinkTimer = loop.schedule(at: deadline) {
+            // A loop-paced source is "captured" when its tick was due. Ticks that come
+            // late past the stale bound (the loop was held, the process stopped) are not
+            // caught up in a burst: the schedule restarts from now, and the clock sees
+            // the gap and moves RTP time on.
+            var due = deadline
+            let now = self.loop.now
+            if now - deadline > self.clock.staleAfter { due = now }
             if generator.nextFrame(into: &self.frame) {
                 if self.mute.isMuted { for i in 0..<self.frame.count { self.frame[i] = 0 } }
-                self.onFrame(self.frame)
+                self.deliver(captureTime: due)
             }
-            self.tick(generator, at: deadline + .milliseconds(20))
+            self.tick(generator, at: due + .milliseconds(20))
         }
     }
 
@@ -148,9 +176,13 @@ final class AudioIO {
         return PipelineProgress(captureFrames: c, playbackFrames: p)
     }
 
+    /// Overruns and underruns: the device's, plus the rings' (a capture frame the loop had
+    /// no room for, a playback period the ring could not fill).
     var xruns: (capture: Int, playback: Int) {
         var c = 0, p = 0
-        if case .capture(let thread, _, _) = uplink { c = Int(thread.counters.xruns.load(ordering: .relaxed)) }
+        if case .capture(let thread, let pipeline, _) = uplink {
+            c = Int(thread.counters.xruns.load(ordering: .relaxed)) + Int(pipeline.overflows.xruns.load(ordering: .relaxed))
+        }
         if case .playback(let thread, let pipeline) = downlink {
             p = Int(thread.counters.xruns.load(ordering: .relaxed)) + Int(pipeline.underruns.xruns.load(ordering: .relaxed))
         }

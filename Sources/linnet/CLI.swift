@@ -24,6 +24,9 @@ enum ExitStatus: Int32 {
     case dataError = 65
     case unavailable = 69
     case software = 70
+    /// An output failed while running (EX_IOERR): e.g. `--output` hit a full disk, so
+    /// the recording is incomplete. The call itself went on.
+    case ioError = 74
     case config = 78
 }
 
@@ -81,7 +84,8 @@ enum CLI {
               --capture PCM            ALSA capture device (default "default"; none: silence)
               --playback PCM           ALSA playback device (default "default"; none)
               --input FILE.wav         the microphone from a file (paced; --loop-input repeats it)
-              --output FILE.wav        what would be played, to a file
+              --output FILE.wav        what would be played, to a file (exit 74 if it
+                                       could not all be written: a full disk)
               --ptt LINE --ptt-mode hold|toggle|open
                                        push-to-talk button; space (on a terminal) and SIGUSR1
                                        toggle talking too (or mute, with an open microphone)
@@ -106,7 +110,10 @@ enum CLI {
             or JSON expected, an SDP that cannot be applied); 69 no answer (unreachable,
             refused, timed out), a 5xx or other refusal, a call whose ICE/DTLS failed, or a
             missing device; 78 configuration: the config, 401/403 (check the token), a
-            certificate that does not verify; 64 a bad flag; 70 an internal error.
+            certificate that does not verify; 74 the --output recording is incomplete; 64 a
+            bad flag; 70 an internal error.
+            SIGTERM, SIGINT and SIGHUP stop it cleanly (SIGHUP is a stop, not a reload);
+            SIGUSR1 toggles talking or mute.
             """, run: { args in RunCommand.run(args) }),
         Command(name: "demo", synopsis: "demo [--seconds N]", help: """
             A whole call on this machine, with no sound card and no backend: the built-in
@@ -171,6 +178,9 @@ enum CLI {
     ]
 
     static func main(_ argv: [String]) -> ExitStatus {
+        // Before any thread exists (dispositions are process-wide): a closed pipe or a
+        // file-size limit becomes a write error each output handles, not a death.
+        ProcessSignals.ignoreWriteSignals()
         var args = Array(argv.dropFirst())
         guard let first = args.first else {
             _ = printHelp(nil)
@@ -224,7 +234,7 @@ enum CLI {
             let padded = c.synopsis + String(repeating: " ", count: max(1, 50 - c.synopsis.count))
             text += "  linnet " + padded + (c.run == nil ? "(not in this build yet)" : "") + "\n"
         }
-        text += "\n'linnet help COMMAND' tells more. Exit status: 0 ok, 64 usage, 65 bad data (also an\nanswer that is not usable: not HTTP, not SDP), 69 service or device unavailable (no\nanswer, 5xx), 70 internal error, 78 configuration error (also 401/403, certificates).\n"
+        text += "\n'linnet help COMMAND' tells more. Exit status: 0 ok, 64 usage, 65 bad data (also an\nanswer that is not usable: not HTTP, not SDP), 69 service or device unavailable (no\nanswer, 5xx), 70 internal error, 74 output failed (the --output recording is\nincomplete), 78 configuration error (also 401/403, certificates).\n"
         writeOut(text)
         return .ok
     }

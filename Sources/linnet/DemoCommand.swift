@@ -31,10 +31,10 @@ final class TestVoice: FrameSource {
     func nextFrame(into frame: inout [Int16]) -> Bool {
         for i in 0..<frame.count {
             if n >= gapEnd {
-                syllableEnd = n + 7_200 + Int(random() * 7_200)
-                gapEnd = syllableEnd + 2_400 + Int(random() * 4_800)
+                syllableEnd = n + 7_200 + Int(saturating: random() * 7_200)
+                gapEnd = syllableEnd + 2_400 + Int(saturating: random() * 4_800)
                 let vowels: [[Double]] = [[700, 1220, 2600], [300, 2300, 3000], [500, 900, 2400], [400, 1900, 2550]]
-                let v = vowels[Int(random() * 4) % 4]
+                let v = vowels[Int(saturating: random() * 4) % 4]
                 formants = [(v[0], 0), (v[1], 0), (v[2], 0)]
             }
             var sample = 0.0
@@ -50,7 +50,7 @@ final class TestVoice: FrameSource {
             } else {
                 y = [(0, 0), (0, 0), (0, 0)]
             }
-            frame[i] = Int16(max(-32_767, min(32_767, sample * 900)))
+            frame[i] = Int16(saturating: max(-32_767, min(32_767, sample * 900)))
             n += 1
         }
         return true
@@ -74,7 +74,8 @@ enum DemoCommand {
                 statsSeconds = try o.int("stats-seconds", default: 1, range: 0...3600)
             } catch { throw CLIFailure(.usage, error.description) }
             let output = o["output"] ?? "linnet-demo.wav"
-            let signals = try wrap { () throws(SystemError) in try SignalSource([SIGINT, SIGTERM, SIGUSR1]) }
+            // SIGHUP stops the demo cleanly like SIGINT/SIGTERM (see RunCommand).
+            let signals = try wrap { () throws(SystemError) in try SignalSource([SIGINT, SIGTERM, SIGHUP, SIGUSR1]) }
             let loop = try wrap { () throws(SystemError) in try EventLoop() }
             let crypto = try wrap { () throws(DTLSError) in try CryptoRandom() }
             let answerer = try Answerer(loop: loop, listen: SocketAddress(ip: .loopbackV4, port: 0), mode: .echo, crypto: crypto)
@@ -110,6 +111,7 @@ enum DemoCommand {
             try runner.start()
             try wrap { () throws(SystemError) in try loop.run() }
             answerer.closeAll()
+            if case .file(let sink) = audio.downlink { status = sink.finalStatus(status) }
             let t = runner.totals
             let both = t.sent > 0 && t.received > 0 && t.decoded > 0
             writeOut("demo: sent \(t.sent) packets, received \(t.received), decoded \(t.decoded) frames, concealed \(t.concealed); "

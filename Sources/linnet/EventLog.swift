@@ -1,5 +1,10 @@
 // `--events FILE`: session events and data-channel messages as JSON lines, for scripts
 // and a kiosk UI ("-": standard output).
+//
+// An events output that fails (the reader of a pipe went away: `linnet run --events - |
+// head -1`; a full disk; /dev/full) is reported once, on stderr, and no more events are
+// written; the call goes on. Events are a view of the call, not the call: losing the
+// view must not end it, and must not go unsaid either.
 import CSystem
 import Wire
 import JSON
@@ -8,20 +13,26 @@ import Platform
 final class EventLog {
     let fd: Int32
     let ownsDescriptor: Bool
+    let path: String
     let start: Instant
     /// Added to every line (`events-label`: tells devices apart in fleet logs).
     let label: String?
+    /// The write error that ended the output, once there was one.
+    private(set) var failure: SystemError?
 
     init(path: String, start: Instant, label: String? = nil) throws(CLIFailure) {
+        self.path = path
         self.start = start
         self.label = label
         if path == "-" {
             fd = 1
             ownsDescriptor = false
         } else {
-            let f = csystem_open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0o644)
-            guard f >= 0 else { throw CLIFailure(.config, "--events '\(path)': \(SystemError.message(csystem_errno()))") }
-            fd = f
+            // Without blocking: a FIFO nobody reads yet is an error, not a silent hang.
+            switch openForWriting(path, flags: O_CREAT | O_APPEND) {
+            case .success(let f): fd = f
+            case .failure(let e): throw CLIFailure(.config, "--events '\(path)': \(writeOpenReason(e))")
+            }
             ownsDescriptor = true
         }
     }
@@ -30,6 +41,7 @@ final class EventLog {
 
     /// Writes one line: `{"t": seconds, "type": …, …fields}`.
     func write(_ type: String, _ fields: [(String, JSONValue)], now: Instant) {
+        guard failure == nil else { return }
         var object = JSONObject()
         object["t"] = .number(JSONNumber(Double((now - start).microseconds) / 1_000_000))
         object["type"] = .string(type)
@@ -37,6 +49,14 @@ final class EventLog {
         for (k, v) in fields { object[k] = v }
         var bytes = JSONValue.object(object).serialized()
         bytes.append(10)
-        writeAll(fd: fd, bytes)
+        if let (error, _) = writeFully(fd: fd, bytes) {
+            failure = error
+            let what = path == "-" ? "standard output" : "'\(path)'"
+            if error.code == EPIPE {
+                Log.warning("--events: the reader of \(what) went away (\(SystemError.message(error.code))); no more events are written, the call goes on")
+            } else {
+                Log.warning("--events \(what): \(SystemError.message(error.code)); no more events are written, the call goes on")
+            }
+        }
     }
 }

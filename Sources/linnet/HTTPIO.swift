@@ -8,10 +8,13 @@
 //   the completion runs exactly once, on the loop, never inside `send` itself, and
 //   never after `cancel()`.
 // - One deadline covers resolve + connect + TLS handshake + request + response.
-// - Name resolution is the system's blocking getaddrinfo (`Resolver`): /etc/hosts,
-//   nsswitch, IPv4 and IPv6 all apply. It blocks the loop for the lookup; acceptable
-//   for signaling (a few lookups per session, answered from the local resolver's
-//   cache), never on the audio threads. The deadline cannot interrupt it.
+// - Name resolution is the system's getaddrinfo (`Resolver`: /etc/hosts, nsswitch,
+//   IPv4 and IPv6 all apply), run on a resolver thread (`BackgroundResolver`), never on
+//   the loop: a resolver that stops answering once froze the loop 10 s per lookup
+//   (audio lost, watchdog pings withheld, the final DELETE past TimeoutStopSec). The
+//   deadline bounds the lookup like every other phase; a lookup that never returns is
+//   abandoned to its thread, and at most `maxResolverThreads` such threads can pile up.
+//   IP literals are used as they are, with no thread.
 // - "Happy Eyeballs lite": the addresses are tried one after the other in resolver
 //   order (RFC 6724 order from glibc). Each attempt but the last gets an equal share
 //   of the time left, so a black-holed first address cannot eat the whole deadline.
@@ -104,11 +107,17 @@ final class HTTPClient {
     /// header values or bodies. Set it to `{ Log.debug($0) }` for a debug log.
     var log: ((String) -> Void)?
     /// Test seams: the resolver and the wall clock (Unix seconds) used for certificate
-    /// validity.
+    /// validity. `resolve` runs on a resolver thread, not on the loop (IP literals never
+    /// reach it).
     var resolve: (String, UInt16) throws(Resolver.Failure) -> [SocketAddress] = { (host: String, port: UInt16) throws(Resolver.Failure) -> [SocketAddress] in
         try Resolver.resolve(host, port: port)
     }
     var realtime: () -> Int64 = { RealtimeClock.unixSeconds() }
+    /// Lookups that may block at once; past that, lookups wait for a thread (bounded by
+    /// their request's deadline).
+    var maxResolverThreads = 4
+    /// Created on the first name lookup.
+    private(set) var resolver: BackgroundResolver?
 
     /// - Parameters:
     ///   - caFile: a PEM (or DER) file of extra CAs trusted on top of the system bundle
@@ -125,10 +134,10 @@ final class HTTPClient {
         caFilePath = caFile
         if let caFile {
             let bytes: [UInt8]
-            do throws(SystemError) {
-                bytes = try readWholeFile(caFile, limit: Self.maxTrustFileBytes)
+            do throws(FileReadError) {
+                bytes = try readRegularFile(caFile, limit: Self.maxTrustFileBytes).bytes
             } catch {
-                throw .caFile(path: caFile, reason: error.description)
+                throw .caFile(path: caFile, reason: error.reason)
             }
             do throws(TLSError) {
                 _ = try TLSTrustStore(pem: bytes)
@@ -163,16 +172,30 @@ final class HTTPClient {
         return call
     }
 
+    /// Starts resolving `host` off the loop; `completion` runs on the loop unless the
+    /// ticket is cancelled.
+    func lookup(_ host: String, port: UInt16,
+                completion: @escaping (Result<[SocketAddress], Resolver.Failure>) -> Void) throws(HTTPClientError) -> BackgroundResolver.Ticket {
+        let r: BackgroundResolver
+        if let resolver { r = resolver } else {
+            do throws(SystemError) { r = try BackgroundResolver(loop: loop, maxThreads: maxResolverThreads) } catch {
+                throw .io(error)
+            }
+            resolver = r
+        }
+        return r.resolve(host, port: port, using: resolve, completion: completion)
+    }
+
     /// The trust anchors: system bundle + CA file, parsed once.
     func trustStore() throws(HTTPClientError) -> TLSTrustStore {
         if let trust { return trust }
         var store: TLSTrustStore? = nil
         var bundle: [UInt8]? = nil
-        do throws(SystemError) {
-            bundle = try readWholeFile(systemBundle, limit: Self.maxTrustFileBytes)
+        do throws(FileReadError) {
+            bundle = try readRegularFile(systemBundle, limit: Self.maxTrustFileBytes).bytes
         } catch {
             // A missing bundle is fine when the CA file alone is the trust (a private CA).
-            guard error.code == ENOENT else { throw .badTrustStore(path: systemBundle, reason: error.description) }
+            guard error.code == ENOENT else { throw .badTrustStore(path: systemBundle, reason: error.reason) }
             guard caFileBytes != nil else { throw .noTrustStore(path: systemBundle) }
         }
         if let bundle {
@@ -206,31 +229,16 @@ final class HTTPClient {
     }
 }
 
-/// Reads a whole file (a CA bundle); throws the failing call's errno.
-func readWholeFile(_ path: String, limit: Int) throws(SystemError) -> [UInt8] {
-    let fd = try sys("open \(path)") { csystem_open(path, O_RDONLY | O_CLOEXEC, 0) }
-    defer { closeDescriptor(fd) }
-    var out: [UInt8] = []
-    var buffer = [UInt8](repeating: 0, count: 16_384)
-    while true {
-        let n = try buffer.withMutableBytes { (raw: UnsafeMutableRawBufferPointer) throws(SystemError) -> Int in
-            try sys("read \(path)") { read(fd, raw.baseAddress, raw.count) }
-        }
-        if n == 0 { return out }
-        out += buffer[0..<n]
-        if out.count > limit { throw SystemError("read \(path)", code: EFBIG) }
-    }
-}
-
 /// One request in flight: resolve, connect (address after address), TLS, write the
 /// request, read the response. The handle `HTTPClient.send` returns.
 final class HTTPCall {
     enum Phase: Equatable {
-        case waiting, connecting, handshaking, exchanging, done
+        case waiting, resolving, connecting, handshaking, exchanging, done
 
         var words: String {
             switch self {
             case .waiting: return "not started"
+            case .resolving: return "resolving the host name"
             case .connecting: return "connecting"
             case .handshaking: return "in the TLS handshake"
             case .exchanging: return "waiting for the response"
@@ -251,6 +259,8 @@ final class HTTPCall {
     var addresses: [SocketAddress] = []
     var nextAddress = 0
     var connectErrors: [SystemError] = []
+    /// The name lookup in progress (on a resolver thread).
+    var lookup: BackgroundResolver.Ticket?
     var socket: TCPSocket?
     var source: EventLoop.SourceID?
     /// The whole exchange's deadline; also the zero-delay start and error delivery.
@@ -296,7 +306,7 @@ final class HTTPCall {
 
     func begin() {
         timer = loop.schedule(at: deadline) { [self] in
-            self.finish(.failure(.timeout(self.request.url, self.timeout, phase: self.phase.words)))
+            self.finish(.failure(.timeout(self.request.url, self.timeout, phase: self.timeoutWords)))
         }
         if request.url.secure {
             // Fail before any connection when there is no way to verify the server.
@@ -307,13 +317,37 @@ final class HTTPCall {
                 return finish(.failure(error))
             }
         }
-        do throws(Resolver.Failure) {
-            addresses = try client.resolve(request.url.host, request.url.port)
-        } catch {
-            return finish(.failure(.resolve(error)))
+        if let ip = IPAddress(request.url.host) {
+            addresses = [SocketAddress(ip: ip, port: request.url.port)]
+            phase = .connecting
+            return connectNext()
         }
-        phase = .connecting
-        connectNext()
+        phase = .resolving
+        do throws(HTTPClientError) {
+            lookup = try client.lookup(request.url.host, port: request.url.port) { [self] result in self.resolved(result) }
+        } catch {
+            finish(.failure(error))
+        }
+    }
+
+    /// On the loop, when the resolver thread answered in time.
+    func resolved(_ result: Result<[SocketAddress], Resolver.Failure>) {
+        lookup = nil
+        guard phase == .resolving else { return }
+        switch result {
+        case .failure(let e):
+            finish(.failure(.resolve(e)))
+        case .success(let a):
+            addresses = a
+            phase = .connecting
+            connectNext()
+        }
+    }
+
+    /// The phase for a timeout, with the resolver's state when that is where it stuck.
+    var timeoutWords: String {
+        guard phase == .resolving, let r = client.resolver, r.queued > 0, r.threadsInUse >= r.maxThreads else { return phase.words }
+        return "resolving the host name: the resolver has not answered \(r.threadsInUse) earlier lookups"
     }
 
     /// Tries the next address; reports all the failures when none is left.
@@ -526,6 +560,8 @@ final class HTTPCall {
     }
 
     func cleanup() {
+        if let lookup { client.resolver?.cancel(lookup) }
+        lookup = nil
         closeSocket()
         if let timer { loop.cancel(timer) }
         timer = nil

@@ -59,8 +59,16 @@ final class WAVFrameSource: FrameSource {
 }
 
 /// Writes downlink audio to a 16-bit mono WAV file at the pipeline rate.
+///
+/// A write that fails (a full disk, `EFBIG` past `LimitFSIZE=`) loses the rest of the
+/// recording, not the call: it is reported once, with the path and the reason, the
+/// call goes on, and `incomplete` makes the command end with 74 (EX_IOERR) so a script
+/// knows the file is short.
 final class WAVFrameSink: FrameSink {
     let writer: WAVWriter
+    /// Why the recording is incomplete (the first write error, or the header patch at
+    /// close failing); nil while it is whole.
+    private(set) var incomplete: String?
 
     init(path: String, rate: Int = 48_000) throws(CLIFailure) {
         do throws(FileError) { writer = try WAVWriter(path: path, sampleRate: rate, channels: 1) } catch {
@@ -69,11 +77,38 @@ final class WAVFrameSink: FrameSink {
     }
 
     func play(_ frame: [Int16]) {
-        // A full disk loses audio in the file, not the call.
-        try? writer.write(frame)
+        guard incomplete == nil else { return }
+        do throws(FileError) { try writer.write(frame) } catch {
+            let reason = reasonText(error)
+            incomplete = "\(reason) after \(tenths(writer.seconds)) s"
+            Log.error("--output '\(writer.path)': \(reason); the recording stops at \(tenths(writer.seconds)) s, the call goes on")
+        }
     }
 
-    func close() { try? writer.close() }
+    func close() {
+        do throws(FileError) { try writer.close() } catch {
+            if incomplete == nil { incomplete = "its header could not be written (\(reasonText(error)))" }
+        }
+    }
+
+    /// After `close`: logs why the recording is incomplete and returns 74, or `status`
+    /// when it is whole (a failure status already set wins).
+    func finalStatus(_ status: ExitStatus) -> ExitStatus {
+        guard let incomplete else { return status }
+        Log.error("the recording '\(writer.path)' is incomplete: \(incomplete)")
+        return status == .ok ? .ioError : status
+    }
+
+    private func reasonText(_ e: FileError) -> String {
+        if case .system(_, let s) = e { return SystemError.message(s.code) }
+        return e.description
+    }
+}
+
+/// `1.5` (one decimal, no floating-point printing: Embedded Swift has none).
+func tenths(_ seconds: Double) -> String {
+    let t = Int(saturating: (seconds * 10).rounded())
+    return "\(t / 10).\(t % 10)"
 }
 
 /// Counters for stats lines.

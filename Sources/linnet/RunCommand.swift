@@ -32,10 +32,11 @@ enum RunCommand {
         }
         var file: (path: String, text: String)? = nil
         if explicit || fileExists(path) {
-            guard let bytes = readFile(path, limit: 1 << 20) else {
-                throw CLIFailure(.config, "cannot read the config file '\(path)' (missing, unreadable or over 1 MiB)")
+            do throws(FileReadError) {
+                file = (path, String(decoding: try readRegularFile(path, limit: 1 << 20).bytes, as: UTF8.self))
+            } catch {
+                throw CLIFailure(.config, "cannot read the config file \(error)")
             }
-            file = (path, String(decoding: bytes, as: UTF8.self))
         }
         do throws(ConfigError) {
             return (try Config.load(file: file, environment: env, arguments: args, requireRoute: requireRoute), file?.path)
@@ -127,20 +128,13 @@ enum RunCommand {
         if let configPath { Log.info("config: \(configPath)") }
         let route = try route(config)
         let token = try token(config)
-        var stun: SocketAddress? = nil
-        if let s = config.stun {
-            do throws(Resolver.Failure) {
-                stun = try Resolver.resolve(s.host, port: s.port).first(where: { $0.ip.isV4 })
-                if stun == nil { Log.warning("stun '\(s)': no IPv4 address; gathering host candidates only") }
-            } catch {
-                // The STUN server is an optimisation (server-reflexive candidates): a DNS
-                // failure at start must not keep the device off the air.
-                Log.warning("stun '\(s)': \(error); gathering host candidates only")
-            }
-        }
         // Signals are blocked before any thread starts, so only signalfd sees them.
-        let signals = try wrap { () throws(SystemError) in try SignalSource([SIGINT, SIGTERM, SIGUSR1]) }
+        // SIGHUP is a stop like SIGTERM (the terminal went away; a reload is not
+        // implemented): the provider-side close, the status file and the WAV header
+        // are all finished before exit.
+        let signals = try wrap { () throws(SystemError) in try SignalSource([SIGINT, SIGTERM, SIGHUP, SIGUSR1]) }
         let loop = try wrap { () throws(SystemError) in try EventLoop() }
+        let stun = config.stun.flatMap { resolveSTUN($0, loop: loop) }
         let crypto = try wrap { () throws(DTLSError) in try CryptoRandom() }
         let identity = try wrap { () throws(DTLSError) in try Identity(random: crypto) }
         let host = signalingHost(route)
@@ -181,7 +175,10 @@ enum RunCommand {
         runner.notifier = SystemdNotifier()
         runner.statusPath = config.statusFile ?? (isWritableDirectory("/run/linnet") ? "/run/linnet/status.json" : nil)
         if let path = config.send {
-            guard let bytes = readFile(path, limit: 16 << 20) else { throw CLIFailure(.dataError, "send '\(path)': cannot read it (or it is over 16 MiB)") }
+            let bytes: [UInt8]
+            do throws(FileReadError) { bytes = try readRegularFile(path, limit: 16 << 20).bytes } catch {
+                throw CLIFailure(.dataError, "cannot read the send file \(error)")
+            }
             runner.sendOnOpen = String(decoding: bytes, as: UTF8.self).split(separator: "\n", omittingEmptySubsequences: true).map(String.init)
         }
         var exit = ExitStatus.ok
@@ -194,7 +191,7 @@ enum RunCommand {
                 if s == SIGUSR1 {
                     runner.toggle()
                 } else {
-                    Log.info("stopping (signal \(s))")
+                    Log.info(s == SIGHUP ? "stopping (SIGHUP: a stop, not a reload)" : "stopping (\(ProcessSignals.name(s)))")
                     runner.stop()
                 }
             }
@@ -211,7 +208,41 @@ enum RunCommand {
         try runner.start()
         try wrap { () throws(SystemError) in try loop.run() }
         terminal?.restore()
+        if case .file(let sink) = audio.downlink { exit = sink.finalStatus(exit) }
         return exit
+    }
+
+    /// The STUN server's IPv4 address, looked up off the loop and bounded (5 s): the
+    /// server is an optimisation (server-reflexive candidates), so a resolver that fails
+    /// or never answers must not keep the device off the air, nor hold up start-up.
+    static func resolveSTUN(_ s: HostPort, loop: EventLoop, timeout: Duration = .seconds(5)) -> SocketAddress? {
+        if let ip = IPAddress(s.host), ip.isV4 { return SocketAddress(ip: ip, port: s.port) }
+        let resolver: BackgroundResolver
+        do throws(SystemError) { resolver = try BackgroundResolver(loop: loop, maxThreads: 1) } catch {
+            Log.warning("stun '\(s)': \(error); gathering host candidates only")
+            return nil
+        }
+        var result: Result<[SocketAddress], Resolver.Failure>? = nil
+        let ticket = resolver.resolve(s.host, port: s.port) { result = $0 }
+        let deadline = loop.now + timeout
+        while result == nil, loop.now < deadline {
+            do throws(SystemError) { try loop.runOnce(maxWait: deadline - loop.now) } catch { break }
+        }
+        switch result {
+        case nil:
+            resolver.cancel(ticket)
+            Log.warning("stun '\(s)': the resolver did not answer within \(timeout.milliseconds / 1000) s; gathering host candidates only")
+            return nil
+        case .failure(let error):
+            Log.warning("stun '\(s)': \(error); gathering host candidates only")
+            return nil
+        case .success(let addresses):
+            guard let v4 = addresses.first(where: { $0.ip.isV4 }) else {
+                Log.warning("stun '\(s)': no IPv4 address; gathering host candidates only")
+                return nil
+            }
+            return v4
+        }
     }
 
     static func describe(_ route: Route) -> String {
@@ -223,16 +254,35 @@ enum RunCommand {
     }
 
     static func readToken(_ path: String) throws(CLIFailure) -> String {
-        guard let bytes = readFile(path, limit: 65_536) else {
-            throw CLIFailure(.config, "cannot read the token file '\(path)'")
+        let file: (bytes: [UInt8], info: RegularFileInfo)
+        do throws(FileReadError) { file = try readRegularFile(path, limit: 65_536) } catch {
+            throw CLIFailure(.config, "cannot read the token file \(error)")
         }
-        var text = String(decoding: bytes, as: UTF8.self)
-        while text.hasSuffix("\n") || text.hasSuffix("\r") || text.hasSuffix(" ") { text.removeLast() }
-        guard !text.isEmpty, !text.contains("\n") else { throw CLIFailure(.config, "the token file '\(path)' must hold one line") }
-        guard !text.utf8.contains(where: { $0 < 0x21 || $0 > 0x7E }) else {
+        // As ssh does for private keys: a secret others can read is worth one warning
+        // (not an error: systemd credentials and read-only images may not allow a fix).
+        if file.info.mode & 0o044 != 0 {
+            Log.warning("the token file '\(path)' is readable by others (mode \(octal(file.info.mode))); chmod 600 '\(path)'")
+        }
+        // Bytes, not Characters: Swift reads "\r\n" as one Character, so a String-level
+        // hasSuffix("\n") misses a CRLF ending (a token saved on Windows).
+        var bytes = file.bytes
+        while let last = bytes.last, last == 0x0A || last == 0x0D || last == 0x20 || last == 0x09 { bytes.removeLast() }
+        guard !bytes.isEmpty, !bytes.contains(0x0A) else { throw CLIFailure(.config, "the token file '\(path)' must hold one line") }
+        guard !bytes.contains(where: { $0 < 0x21 || $0 > 0x7E }) else {
             throw CLIFailure(.config, "the token file '\(path)' holds characters a bearer token cannot have")
         }
-        return text
+        return String(decoding: bytes, as: UTF8.self)
+    }
+
+    /// `0644`.
+    static func octal(_ mode: UInt32) -> String {
+        var digits = ""
+        var m = mode & 0o7777
+        for _ in 0..<4 {
+            digits = String(m & 7) + digits
+            m >>= 3
+        }
+        return digits
     }
 }
 
@@ -283,18 +333,3 @@ func fileExists(_ path: String) -> Bool { access(path, F_OK) == 0 }
 
 func isWritableDirectory(_ path: String) -> Bool { access(path, W_OK | X_OK) == 0 }
 
-/// Reads a whole (small) file; nil if it cannot be read or exceeds `limit` bytes.
-func readFile(_ path: String, limit: Int) -> [UInt8]? {
-    let fd = csystem_open(path, O_RDONLY | O_CLOEXEC, 0)
-    guard fd >= 0 else { return nil }
-    defer { close(fd) }
-    var out: [UInt8] = []
-    var buffer = [UInt8](repeating: 0, count: 4096)
-    while true {
-        let n = buffer.withUnsafeMutableBytes { read(fd, $0.baseAddress, $0.count) }
-        if n < 0 { return nil }
-        if n == 0 { return out }
-        out += buffer[0..<n]
-        if out.count > limit { return nil }
-    }
-}

@@ -74,7 +74,7 @@ enum SelfTest {
         for f in 0..<(rate / frame) {
             for i in 0..<frame {
                 let n = Double(f * frame + i)
-                input[i] = Int16(amplitude * sin(2.0 * Double.pi * 440.0 * n / Double(rate)))
+                input[i] = Int16(saturating: amplitude * sin(2.0 * Double.pi * 440.0 * n / Double(rate)))
             }
             let length = try attempt { () throws(CodecError) -> Int in
                 try input.withBuffer { (pcm: UnsafeBufferPointer<Int16>) throws(CodecError) -> Int in
@@ -97,11 +97,11 @@ enum SelfTest {
         let frequency = Double(risingZeroCrossings(tail)) * Double(rate) / Double(tail.count)
         let rms = rootMeanSquare(tail)
         let expected = amplitude / 2.0.squareRoot()
-        guard abs(frequency - 440) <= 5 else { throw Failure("decoded tone is \(Int(frequency)) Hz, expected 440 Hz") }
+        guard abs(frequency - 440) <= 5 else { throw Failure("decoded tone is \(Int(saturating: frequency)) Hz, expected 440 Hz") }
         guard rms > expected * 0.7, rms < expected * 1.4 else {
-            throw Failure("decoded level \(Int(rms)) RMS, expected about \(Int(expected))")
+            throw Failure("decoded level \(Int(saturating: rms)) RMS, expected about \(Int(saturating: expected))")
         }
-        return "\(opusVersion), 440 Hz tone back at \(Int(frequency.rounded())) Hz, level \(Int(100 * rms / expected))%, \(bytes * 8 / 1000) kbit/s"
+        return "\(opusVersion), 440 Hz tone back at \(Int(saturating: frequency.rounded())) Hz, level \(Int(saturating: 100 * rms / expected))%, \(bytes * 8 / 1000) kbit/s"
     }
 
     /// Protect an RTP packet and unprotect it with the peer's context: the payload comes

@@ -199,3 +199,53 @@ func toneSamples(_ count: Int, frequency: Double = 440, rate: Double = 48_000, a
         #expect(pipeline.underruns.xruns.load(ordering: .relaxed) == 1)
     }
 }
+
+/// Issue 13, item 12: a paced source that falls far behind (the process was stopped)
+/// restarts its schedule from now instead of delivering the missed periods in a burst.
+@Suite struct PacerTests {
+    @Test func latenessWithinTheBoundIsCaughtUpOnTheSameSchedule() {
+        var p = Pacer(periodFrames: 480, sampleRate: 48_000, now: 0)
+        #expect(p.advance(now: 0) == 10_000_000)
+        // 100 ms late: the absolute schedule holds (deadlines in the past return at once).
+        #expect(p.advance(now: 120_000_000) == 20_000_000)
+        #expect(p.resyncs == 0)
+    }
+
+    @Test func aLongStopRestartsFromNow() {
+        var p = Pacer(periodFrames: 480, sampleRate: 48_000, now: 0)
+        _ = p.advance(now: 0)
+        // 10 s stopped (SIGSTOP): the next deadline is now, then one period at a time.
+        #expect(p.advance(now: 10_000_000_000) == 10_000_000_000)
+        #expect(p.advance(now: 10_000_000_100) == 10_010_000_000)
+        #expect(p.resyncs == 1)
+    }
+}
+
+/// Issue 13, item 12: each 20 ms frame the loop pops carries the capture time of its
+/// first 10 ms, and only whole frames enter the ring (a full ring drops the frame, with
+/// its time, and counts it).
+@Suite struct CaptureTimestampTests {
+    @Test func popFrameReturnsEachFramesCaptureTime() throws {
+        let device = DeviceFormat(sampleFormat: .s16LE, sampleRate: 48_000, channels: 1, periodFrames: 480)
+        let pipeline = try CapturePipeline(device: device, rate: .hz48000, channel: nil, chain: HookChain(), notify: try EventFD(), ringFrames: 8)
+        let period = [Int16](repeating: 100, count: 480)
+        func feed(_ ms: Int64) {
+            period.withUnsafeBytes { pipeline.captured($0, frames: 480, format: device, time: Instant(nanoseconds: ms * 1_000_000)) }
+        }
+        pipeline.captureStarted(device)
+        var out = [Int16](repeating: 0, count: 960)
+        var times: [Int64] = []
+        for round in 0..<20 {
+            for k in 0..<4 { feed(Int64(round * 40 + k * 10)) }
+            while let t = out.withUnsafeMutableBufferPointer({ pipeline.popFrame(into: $0) }) { times.append(t.nanoseconds / 1_000_000) }
+        }
+        #expect(times == (0..<40).map { Int64($0) * 20 })
+        // Overfill: the ring holds 8 frames of 10 ms; the 9th and 10th are dropped whole.
+        for k in 0..<10 { feed(10_000 + Int64(k) * 10) }
+        #expect(pipeline.overflows.xruns.load(ordering: .relaxed) == 2)
+        times = []
+        while let t = out.withUnsafeMutableBufferPointer({ pipeline.popFrame(into: $0) }) { times.append(t.nanoseconds / 1_000_000) }
+        #expect(times == [10_000, 10_020, 10_040, 10_060])
+        #expect(pipeline.ring.availableToRead == 0)
+    }
+}

@@ -1,0 +1,143 @@
+import CSystem
+
+/// Why a file a user named (token, config, CA file, WAV input, send file…) could not be
+/// read, worded so the person can fix it: the system's reason plus what to do.
+public enum FileReadError: Error, Equatable, Sendable, CustomStringConvertible {
+    /// open(2) failed: missing, permission, a directory on the way that is not one…
+    /// `ownerIsRoot`: the file (seen by stat) belongs to root and we are not root.
+    case open(path: String, code: Int32, ownerIsRoot: Bool)
+    /// It opened but is not a regular file (a FIFO, a directory, a device): reading one
+    /// could block forever or never end.
+    case notRegular(path: String, kind: String)
+    /// Larger than the caller's limit (a wrong path: a recording, a log).
+    case tooLarge(path: String, limit: Int)
+    /// read(2) failed after the file opened (EIO…).
+    case read(path: String, code: Int32)
+
+    public var path: String {
+        switch self {
+        case .open(let p, _, _), .notRegular(let p, _), .tooLarge(let p, _), .read(let p, _): return p
+        }
+    }
+
+    /// The errno for `open`/`read`; nil for the others.
+    public var code: Int32? {
+        switch self {
+        case .open(_, let c, _), .read(_, let c): return c
+        case .notRegular, .tooLarge: return nil
+        }
+    }
+
+    /// Why, without the path: `Permission denied (root only: use sudo)`, `a FIFO (named
+    /// pipe), not a regular file`, `larger than 1 MiB`.
+    public var reason: String {
+        switch self {
+        case .open(_, let code, let ownerIsRoot):
+            let text = SystemError.message(code)
+            if code == EACCES || code == EPERM {
+                return ownerIsRoot ? "\(text) (root only: use sudo, or make it readable by this user)"
+                    : "\(text) (make it readable by this user)"
+            }
+            return text
+        case .notRegular(_, let kind): return "\(kind), not a regular file"
+        case .tooLarge(_, let limit): return "larger than \(byteSize(limit))"
+        case .read(_, let code): return SystemError.message(code)
+        }
+    }
+
+    /// `'/etc/linnet/token': Permission denied (root only: use sudo, …)`.
+    public var description: String { "'\(path)': \(reason)" }
+}
+
+/// What `readRegularFile` found besides the bytes.
+public struct RegularFileInfo: Sendable, Equatable {
+    /// The permission bits (`st_mode & 0o7777`).
+    public var mode: UInt32
+    public var ownerUID: UInt32
+}
+
+/// Opens `path` for reading without ever blocking in open(2), and only if it is a
+/// regular file. A FIFO opened plainly blocks until a writer appears (forever, with no
+/// output), so open with `O_NONBLOCK`, `fstat`, refuse anything but a regular file, then
+/// clear `O_NONBLOCK` (regular files ignore it, but the descriptor should read plainly).
+/// Returns the descriptor (close it) and its `stat`.
+public func openRegularFile(_ path: String) throws(FileReadError) -> (fd: Int32, info: stat) {
+    let fd = csystem_open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY, 0)
+    if fd < 0 {
+        let code = csystem_errno()
+        var seen = stat()
+        let rootOwned = stat(path, &seen) == 0 && seen.st_uid == 0 && geteuid() != 0
+        throw .open(path: path, code: code, ownerIsRoot: rootOwned)
+    }
+    var info = stat()
+    if fstat(fd, &info) != 0 {
+        let code = csystem_errno()
+        closeDescriptor(fd)
+        throw .read(path: path, code: code)
+    }
+    let type = UInt32(info.st_mode) & UInt32(S_IFMT)
+    guard type == UInt32(S_IFREG) else {
+        closeDescriptor(fd)
+        throw .notRegular(path: path, kind: fileKind(type))
+    }
+    _ = csystem_fcntl_int(fd, F_SETFL, csystem_fcntl_int(fd, F_GETFL, 0) & ~O_NONBLOCK)
+    return (fd, info)
+}
+
+/// Reads a whole regular file of at most `limit` bytes (see `openRegularFile`).
+public func readRegularFile(_ path: String, limit: Int) throws(FileReadError) -> (bytes: [UInt8], info: RegularFileInfo) {
+    let (fd, st) = try openRegularFile(path)
+    defer { closeDescriptor(fd) }
+    if Int(st.st_size) > limit { throw .tooLarge(path: path, limit: limit) }
+    var out: [UInt8] = []
+    out.reserveCapacity(Int(st.st_size))
+    var buffer = [UInt8](repeating: 0, count: 16_384)
+    while true {
+        let n = buffer.withUnsafeMutableBytes { read(fd, $0.baseAddress, $0.count) }
+        if n < 0 {
+            let code = csystem_errno()
+            if code == EINTR { continue }
+            throw .read(path: path, code: code)
+        }
+        if n == 0 { break }
+        out += buffer[0..<n]
+        // The file may grow while it is read (a log someone named by mistake).
+        if out.count > limit { throw .tooLarge(path: path, limit: limit) }
+    }
+    return (out, RegularFileInfo(mode: UInt32(st.st_mode) & 0o7777, ownerUID: UInt32(st.st_uid)))
+}
+
+/// Opens `path` for writing (flags such as `O_CREAT | O_TRUNC` or `O_APPEND` added)
+/// without blocking in open(2): a FIFO with no reader would otherwise wait forever for
+/// one. Returns the descriptor in blocking mode, or the errno. A FIFO with no reader
+/// fails with `ENXIO`, which `writeOpenReason` words.
+public func openForWriting(_ path: String, flags: Int32, mode: UInt32 = 0o644) -> Result<Int32, SystemError> {
+    let fd = csystem_open(path, O_WRONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY | flags, mode)
+    guard fd >= 0 else { return .failure(SystemError("open", code: csystem_errno())) }
+    _ = csystem_fcntl_int(fd, F_SETFL, csystem_fcntl_int(fd, F_GETFL, 0) & ~O_NONBLOCK)
+    return .success(fd)
+}
+
+/// The reason an `openForWriting` failure shows: strerror, except for the FIFO case.
+public func writeOpenReason(_ error: SystemError) -> String {
+    if error.code == ENXIO { return "a FIFO (named pipe) that no process has open for reading" }
+    return SystemError.message(error.code)
+}
+
+/// `1 MiB`, `64 KiB`, `100 bytes`.
+public func byteSize(_ n: Int) -> String {
+    if n >= 1 << 20 && n % (1 << 20) == 0 { return "\(n >> 20) MiB" }
+    if n >= 1 << 10 && n % (1 << 10) == 0 { return "\(n >> 10) KiB" }
+    return "\(n) bytes"
+}
+
+func fileKind(_ type: UInt32) -> String {
+    switch type {
+    case UInt32(S_IFIFO): return "a FIFO (named pipe)"
+    case UInt32(S_IFDIR): return "a directory"
+    case UInt32(S_IFCHR): return "a character device"
+    case UInt32(S_IFBLK): return "a block device"
+    case UInt32(S_IFSOCK): return "a socket"
+    default: return "a special file"
+    }
+}

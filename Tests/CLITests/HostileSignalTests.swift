@@ -1,0 +1,107 @@
+import Testing
+import Foundation
+import Glibc
+import CSystem
+import Platform
+import Signaling
+import Audio
+import Devices
+import Wire
+@testable import linnet
+
+// Issue 13, items 8 and 11: signals, closed pipes, failing outputs.
+
+@Suite(.serialized) struct SignalAndOutputTests {
+    func tone(_ name: String, seconds: Double = 2) throws -> String {
+        let path = temporary(name)
+        try WAVFile.write(path, rate: 48_000, channels: 1, bits: 16,
+                          samples: Signal.tone(440, amplitude: 0.25, seconds: seconds, rate: 48_000).map { Int32($0 * 32_767) })
+        return path
+    }
+
+    /// The provider saw the session's DELETE (`linnet answer --log-level debug` logs
+    /// each request).
+    func deleted(_ answerer: Child) -> Bool { answerer.stderr.contains("answer: DELETE /whip/") }
+
+    /// `linnet run --events - | head -1`: the reader goes away after one line. Before:
+    /// SIGPIPE killed Linnet (exit 141) with no DELETE, the status file at `connected`
+    /// and a WAV header of 0 bytes. Now the events output ends (said once), the call
+    /// goes on to its end, and everything is closed properly.
+    @Test func eventsToAClosedPipeEndTheEventsNotTheCall() throws {
+        let answerer = try Child(["answer", "--listen", "127.0.0.1:0", "--log-level", "debug"], name: "epipe-answer")
+        guard let ready = answerer.waitFor({ $0.hasPrefix("READY ") }) else { Issue.record("answerer did not start"); return }
+        let port = ready.dropFirst(6)
+        let input = try tone("epipe-in.wav"), output = temporary("epipe-out.wav"), status = temporary("epipe-status.json")
+        defer { unlink(input); unlink(output); unlink(status) }
+        let agent = try Child(["run", "--whip", "http://127.0.0.1:\(port)/whip", "--input", input, "--loop-input", "--output", output,
+                               "--events", "-", "--status-file", status, "--seconds", "2"], name: "epipe-run")
+        #expect(agent.nextLine() != nil)
+        agent.closeOutput()
+        let exit = agent.wait()
+        #expect(exit == 0, "exit \(exit): \(agent.stderr)")
+        let said = agent.stderr.components(separatedBy: "--events: the reader of standard output went away").count - 1
+        #expect(said == 1, "\(agent.stderr)")
+        #expect(agent.stderr.contains("ending after 2 s (--seconds)"), "the call went on to its end: \(agent.stderr)")
+        #expect(deleted(answerer), "\(answerer.stderr)")
+        #expect(statusFileState(status) == "closed")
+        let w = try wavLengths(output)
+        #expect(w.header > 48_000 * 2 && w.header == w.actual, "WAV header \(w.header), data \(w.actual)")
+    }
+
+    /// `kill -HUP`: a clean stop (not a reload). Before: exit 129 with no DELETE, the
+    /// status file at `connected`, a 0-byte WAV header.
+    @Test func sighupIsACleanStop() throws {
+        let answerer = try Child(["answer", "--listen", "127.0.0.1:0", "--log-level", "debug"], name: "hup-answer")
+        guard let ready = answerer.waitFor({ $0.hasPrefix("READY ") }) else { Issue.record("answerer did not start"); return }
+        let port = ready.dropFirst(6)
+        let input = try tone("hup-in.wav"), output = temporary("hup-out.wav"), status = temporary("hup-status.json")
+        defer { unlink(input); unlink(output); unlink(status) }
+        let agent = try Child(["run", "--whip", "http://127.0.0.1:\(port)/whip", "--input", input, "--loop-input", "--output", output,
+                               "--events", "-", "--stats-seconds", "1", "--status-file", status], name: "hup-run")
+        // Audio has come back before the signal (a stats line with packets received).
+        #expect(agent.waitFor { ($0.contains("\"stats\"") && (event($0)?["packets_received"] as? Int ?? 0) > 10) } != nil)
+        agent.signal(SIGHUP)
+        let exit = agent.wait()
+        #expect(exit == 0, "exit \(exit): \(agent.stderr)")
+        #expect(agent.stderr.contains("stopping (SIGHUP: a stop, not a reload)"))
+        #expect(agent.rest().contains { isState($0, "closed") })
+        #expect(deleted(answerer), "\(answerer.stderr)")
+        #expect(statusFileState(status) == "closed")
+        let w = try wavLengths(output)
+        #expect(w.header > 0 && w.header == w.actual, "WAV header \(w.header), data \(w.actual)")
+        // The answerer stops cleanly on SIGHUP too.
+        answerer.signal(SIGHUP)
+        #expect(answerer.wait() == 0, "\(answerer.stderr)")
+    }
+
+    /// `--events /dev/full`: every event lost with exit 0 and no word. Now: said once,
+    /// with the path and the reason; the demo still goes both ways.
+    @Test func eventsToAFullDeviceAreReportedOnce() throws {
+        let output = temporary("full-demo.wav")
+        defer { unlink(output) }
+        let r = try runBounded(["demo", "--seconds", "1", "--events", "/dev/full", "--output", output], limit: 60, name: "events-full")
+        #expect(r.status == 0, "\(r.err)")
+        #expect(r.out.contains("demo: ok, audio went both ways"))
+        let line = "--events '/dev/full': No space left on device; no more events are written, the call goes on"
+        #expect(r.err.components(separatedBy: line).count == 2, "\(r.err)")
+    }
+
+    /// `--output` that stops being writable mid-call: here a file-size limit (ulimit -f,
+    /// systemd's LimitFSIZE=), the unprivileged stand-in for a full filesystem. Before:
+    /// SIGXFSZ killed Linnet (a full disk: silently short). Now: said once (path,
+    /// strerror), the call goes on to its end, the header matches what was written, and
+    /// the exit status is 74 (EX_IOERR: the recording is incomplete).
+    @Test func outputThatFillsUpIsReportedAndExits74() throws {
+        let output = temporary("limited-demo.wav")
+        defer { unlink(output) }
+        let command = "ulimit -f 64 && exec '\(Linnet.executable.path)' demo --seconds 2 --output '\(output)' --events /dev/null"
+        let r = try runBounded(["-c", command], executable: "/bin/sh", limit: 60, name: "output-limited")
+        #expect(r.status == 74, "exit \(r.status): \(r.err)")
+        let stops = r.err.components(separatedBy: "--output '\(output)': File too large; the recording stops at").count - 1
+        #expect(stops == 1, "\(r.err)")
+        #expect(r.err.contains("the recording '\(output)' is incomplete: File too large after"), "\(r.err)")
+        #expect(r.out.contains("demo: sent"), "the call went on: \(r.out)")
+        let w = try wavLengths(output)
+        #expect(w.header > 0 && w.actual - w.header <= 1, "WAV header \(w.header), data \(w.actual)")
+    }
+}
