@@ -23,6 +23,7 @@
 #include <string.h>
 #include <sys/eventfd.h>
 #include <sys/mman.h>
+#include <sys/prctl.h>
 #include <sys/random.h>
 #include <sys/resource.h>
 #include <sys/signalfd.h>
@@ -41,6 +42,10 @@ static inline int csystem_errno(void) { return errno; }
 static inline void csystem_set_errno(int value) { errno = value; }
 static inline int csystem_fcntl_int(int fd, int cmd, int arg) { return fcntl(fd, cmd, arg); }
 static inline int csystem_open(const char *path, int flags, unsigned mode) { return open(path, flags, (mode_t)mode); }
+static inline int csystem_openat(int dir, const char *path, int flags, unsigned mode) { return openat(dir, path, flags, (mode_t)mode); }
+/* prctl is variadic. */
+static inline int csystem_set_dumpable(int on) { return prctl(PR_SET_DUMPABLE, (unsigned long)on, 0, 0, 0); }
+static inline int csystem_get_dumpable(void) { return prctl(PR_GET_DUMPABLE, 0, 0, 0, 0); }
 /* SIG_IGN is a cast macro Swift cannot import. */
 static inline void csystem_ignore_signal(int sig) { signal(sig, SIG_IGN); }
 /* POSIX declares environ only to applications that declare it themselves. */

@@ -451,7 +451,8 @@ final class AgentRunner {
     }
 
     /// The status file for a kiosk UI: rewritten whole (temp file + rename, so a reader
-    /// never sees half of it) on each state change and stats tick.
+    /// never sees half of it) on each state change and stats tick; a path that is not
+    /// safe to write is said once and dropped (Platform/SafeFile.swift).
     func writeStatus() {
         guard let path = statusPath else { return }
         var o = JSONObject()
@@ -468,17 +469,12 @@ final class AgentRunner {
         if let t = conversation.lastAssistantText { o["last_assistant"] = .string(t) }
         var bytes = JSONValue.object(o).serialized()
         bytes.append(10)
-        let temporary = path + ".tmp"
-        let fd = csystem_open(temporary, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o644)
-        guard fd >= 0 else {
-            Log.warning("status file '\(path)': \(SystemError.message(csystem_errno())); not writing it any more")
-            statusPath = nil
-            return
-        }
-        writeAll(fd: fd, bytes)
-        close(fd)
-        if rename(temporary, path) != 0 {
-            Log.warning("status file '\(path)': \(SystemError.message(csystem_errno())); not writing it any more")
+        // Never through a planted symlink, never over a device node (`--status-file
+        // /dev/null`), only in a directory nobody else controls: SafeFile.
+        do throws(SafeFile.Failure) {
+            try SafeFile.replace(path, with: bytes)
+        } catch {
+            Log.warning("status file: \(error); not writing it any more")
             statusPath = nil
         }
     }
