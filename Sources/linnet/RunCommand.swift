@@ -128,6 +128,13 @@ enum RunCommand {
         if let configPath { Log.info("config: \(configPath)") }
         let route = try route(config)
         let token = try token(config)
+        // From here the process's memory holds the token (and soon the DTLS key and
+        // the requests that carry the token): no core dump, no ptrace or /proc/<pid>/mem
+        // by other processes of the same user (PR_SET_DUMPABLE 0; the unit also has
+        // LimitCORE=0). A gcore of a running agent showed the token twice.
+        if csystem_set_dumpable(0) != 0 {
+            Log.warning("cannot make the process non-dumpable: \(SystemError.message(csystem_errno())); a core dump would hold the token")
+        }
         // Signals are blocked before any thread starts, so only signalfd sees them.
         // SIGHUP is a stop like SIGTERM (the terminal went away; a reload is not
         // implemented): the provider-side close, the status file and the WAV header
