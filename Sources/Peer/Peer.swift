@@ -102,6 +102,8 @@ public struct PeerStats: Equatable, Sendable {
     public var malformed = 0
     /// DTLS or SRTP from a 5-tuple ICE has not validated (a stranger, RFC 8445 §7.3): dropped.
     public var unvalidatedDropped = 0
+    /// RTP audio received although the negotiated direction says we do not receive: dropped.
+    public var directionDropped = 0
     /// SCTP packets DTLS refused to send.
     public var dataChannelSendErrors = 0
     /// Round-trip time from the peer's last report about our stream (RFC 3550 §6.4.1).
@@ -429,8 +431,12 @@ public final class Peer {
 
     /// Sends one encoded Opus frame of `samples` 48 kHz ticks (960 for 20 ms). Dropped
     /// (not queued) before the connection is up: live audio that cannot go now is stale.
+    ///
+    /// Nothing is sent when the negotiated direction does not allow it (RFC 3264 §6.1: an
+    /// answer of `inactive`, or `sendonly` from the answerer's side): on a device with a
+    /// microphone that is a privacy matter, not a detail.
     public func sendAudio(_ payload: UnsafeRawBufferPointer, samples: UInt32, now: Instant) {
-        guard connected, let outbound, let path = currentPath else {
+        guard connected, let outbound, let path = currentPath, negotiated?.audioDirection.sends ?? false else {
             sender.skip(samples: samples)
             return
         }
@@ -679,6 +685,11 @@ public final class Peer {
         }
         guard let rtp = try? RTPPacket.parse(Array(packet[0..<length])) else { stats.malformed += 1; return }
         guard rtp.header.payloadType == (negotiated?.opusPayloadType ?? sender.payloadType) else { return }
+        // Audio the negotiated direction does not let us receive is not played (RFC 3264 §6.1).
+        guard negotiated?.audioDirection.receives ?? false else {
+            stats.directionDropped += 1
+            return
+        }
         if receiveStats == nil || receiveStats?.ssrc != rtp.header.ssrc {
             // One in-order packet validates the source: the SSRC was signalled in SDP and the
             // packet passed SRTP authentication, so RFC 3550 A.1 probation would only lose audio.

@@ -271,6 +271,17 @@ final class ProviderSession {
         }
         call.pump()
         Log.info("session \(id): answer applied; connecting")
+        if let direction = call.peer.negotiatedSession?.audioDirection, direction != .sendrecv {
+            // RFC 3264 §6.1: what the answer allows is what happens; the user should know.
+            let what: String
+            switch direction {
+            case .inactive: what = "no audio either way: the microphone is not sent and nothing is played"
+            case .recvonly: what = "the microphone is not sent (the provider only speaks)"
+            case .sendonly: what = "nothing of the provider's voice will be played (it only listens)"
+            case .sendrecv: what = ""
+            }
+            Log.warning("session \(id): the answer leaves us \(direction.rawValue) (our side of the audio): \(what)")
+        }
         if call.peer.dataChannelRejected { channelRejected() }
     }
 

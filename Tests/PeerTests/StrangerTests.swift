@@ -80,3 +80,27 @@ import DTLS
         #expect(detected - gone <= .milliseconds(3_005), "consent loss noticed \(detected - gone) after the peer went")
     }
 }
+
+/// Issue 13, item 6: the negotiated direction is honoured both ways (RFC 3264 §6.1).
+/// Before, an `a=inactive` answer still got 251 packets of microphone audio in 5 s.
+@Suite struct DirectionTests {
+    /// The answer, as the offerer sees it, says `dir` for the audio section.
+    @Test(arguments: [("inactive", false, false), ("sendonly", false, true), ("recvonly", true, false), ("sendrecv", true, true)])
+    func answerDirectionIsHonoured(dir: String, offererSends: Bool, offererReceives: Bool) throws {
+        let net = try TwoPeers(seed: 21, tamperAnswer: { $0.replacingOccurrences(of: "a=sendrecv", with: "a=\(dir)") })
+        net.run(until: net.now + .seconds(2))
+        #expect(net.offerer.connected)
+        var i = 0
+        net.run(until: net.now + .seconds(1), each: { now in
+            frame(i, tag: 0xA1).withUnsafeBytes { net.offerer.sendAudio($0, samples: 960, now: now) }
+            frame(i, tag: 0xB2).withUnsafeBytes { net.answerer.sendAudio($0, samples: 960, now: now) }
+            i += 1
+        })
+        net.run(until: net.now + .milliseconds(100))
+        #expect((net.offerer.stats.rtpSent > 0) == offererSends, "\(dir): sent \(net.offerer.stats.rtpSent)")
+        #expect(net.received(false).isEmpty == !offererSends)
+        // The answerer (which believes it said sendrecv) sends; the offerer plays it only if allowed.
+        #expect(net.received(true).isEmpty == !offererReceives, "\(dir): received \(net.received(true).count)")
+        #expect((net.offerer.stats.directionDropped > 0) == !offererReceives)
+    }
+}
