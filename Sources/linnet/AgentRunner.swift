@@ -430,6 +430,9 @@ final class AgentRunner {
         f.append(("concealed", .number(JSONNumber(s.media.stats.concealed))))
         f.append(("fec_recovered", .number(JSONNumber(s.media.stats.fecRecovered))))
         f.append(("srtp_dropped", .number(JSONNumber(p.srtpDropped))))
+        // DTLS/SRTP from addresses ICE never validated, and STUN that failed its
+        // integrity check: strangers (issue 13), dropped without an answer.
+        f.append(("stranger_dropped", .number(JSONNumber(p.unvalidatedDropped + s.call.peer.iceStats.unauthenticated))))
         if let rtt = p.roundTripTime { f.append(("rtt_ms", .number(JSONNumber((Double(rtt.microseconds) / 100).rounded() / 10)))) }
         let now = loop.now
         if let last = lastStats, now > last.at, s.media.bytesSent >= last.bytes {

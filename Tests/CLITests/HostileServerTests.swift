@@ -119,6 +119,41 @@ func headerValue(_ request: [String: Any], _ name: String) -> String? {
         }
     }
 
+    /// A stranger who read the offer sprays its candidates from fresh ports (ClientHellos,
+    /// DTLS and SRTP junk, STUN without credentials) while the answer is on its way:
+    /// every call still connects and carries audio, and the strangers are counted.
+    @Test func callsConnectUnderASprayOfStrangers() throws {
+        let upstream = try answerer("spray-answer")
+        let server = try HostileServer("spray", upstream: Int(upstream.fields[1])!, name: "spray")
+        let input = temporary("spray-in.wav")
+        try WAVFile.write(input, rate: 48_000, channels: 1, bits: 16,
+                          samples: Signal.tone(440, amplitude: 0.25, seconds: 2, rate: 48_000).map { Int32($0 * 32_767) })
+        defer { unlink(input) }
+        var connected = 0, dropped = 0
+        let calls = 10
+        for i in 0..<calls {
+            let events = temporary("spray-\(i).jsonl")
+            defer { unlink(events) }
+            let r = try Linnet.run(["run", "--whip", "http://127.0.0.1:\(server.home)/whip", "--seconds", "2", "--input", input,
+                                    "--playback", "none", "--events", events, "--max-attempts", "1"])
+            let lines = ((try? String(contentsOfFile: events, encoding: .utf8)) ?? "").split(separator: "\n").compactMap {
+                try? JSONSerialization.jsonObject(with: Data($0.utf8)) as? [String: Any]
+            }
+            let stats = lines.last { $0["type"] as? String == "stats" }
+            if r.status == 0, lines.contains(where: { $0["state"] as? String == "connected" }), (stats?["packets_received"] as? Int ?? 0) > 10 {
+                connected += 1
+            }
+            dropped += stats?["stranger_dropped"] as? Int ?? 0
+            #expect(r.status == 0, "call \(i): \(r.err)")
+        }
+        let sprays = server.requests().filter { $0["listener"] as? String == "sprayer" }
+        let sent = sprays.reduce(0) { $0 + ($1["sent"] as? Int ?? 0) }
+        print("BENCH stranger_spray_e2e: \(connected)/\(calls) calls connected with audio; \(sent) stranger datagrams sent, \(dropped) counted as dropped")
+        #expect(connected == calls)
+        #expect(sprays.count == calls && sent > 1000)
+        #expect(dropped > 0)
+    }
+
     /// A 401 whose page echoes the request's headers: the token is in neither the log
     /// nor the events file.
     @Test func echoedTokenIsRedacted() throws {

@@ -18,15 +18,24 @@ Modes (what the home listener does with an offer):
   backend-id ID      backend route: proxies upstream, replaces the voice id with ID
                      (a JSON value, e.g. '"a\\r\\nX-Injected: 1"', '"../../admin?x="', 42)
   echo-401           401 whose body echoes the request's headers, token included
+  spray              proxies the offer upstream (WHIP) and, before answering, sprays
+                     every host candidate of the offer from fresh ports for 0.6 s with
+                     ClientHellos, DTLS-looking and SRTP-looking junk and STUN requests
+                     without valid credentials (one stranger who read the offer)
 
 Every request either listener receives is appended to --log as one JSON object:
 {"listener": "home"|"foreign", "method", "path", "headers": {name: value}}.
 """
 import argparse
 import json
+import os
+import random
 import signal
+import socket
+import struct
 import sys
 import threading
+import time
 import urllib.request
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
@@ -68,6 +77,36 @@ def main():
         with urllib.request.urlopen(req, timeout=10) as r:
             return r.status, dict(r.headers), r.read()
 
+    def spray(offer, seconds=0.6):
+        # Host candidates of the offer: "a=candidate:F 1 udp P IP PORT typ host".
+        targets = []
+        for line in offer.decode(errors="replace").splitlines():
+            f = line.split()
+            if line.startswith("a=candidate:") and len(f) >= 8 and f[2].lower() == "udp":
+                targets.append((f[4], int(f[5])))
+        # A genuine ClientHello: the one `openssl s_client -dtls1_2` sent, recorded as a
+        # fuzz seed (Fuzz/make-seeds.py): a first byte, then a 2-byte length and the datagram.
+        seed = os.path.join(os.path.dirname(os.path.abspath(__file__)), "../../Fuzz/corpus/dtls/server-clienthello")
+        raw = open(seed, "rb").read()
+        hello = raw[3:3 + int.from_bytes(raw[1:3], "big")]
+        stun = struct.pack(">HHI", 0x0001, 0, 0x2112A442) + os.urandom(12)
+        sent = 0
+        end = time.monotonic() + seconds
+        while time.monotonic() < end:
+            s = socket.socket(socket.AF_INET6 if ":" in (targets[0][0] if targets else "") else socket.AF_INET, socket.SOCK_DGRAM)
+            for host, port in targets:
+                for d in (hello, bytes([22]) + os.urandom(60), bytes([23, 0xFE, 0xFD]) + os.urandom(60),
+                          bytes([0x80, 111]) + os.urandom(60), stun):
+                    try:
+                        s.sendto(d, (host, port))
+                        sent += 1
+                    except OSError:
+                        pass
+            s.close()
+            time.sleep(0.01)
+        with lock:
+            log.write(json.dumps({"listener": "sprayer", "sent": sent, "targets": len(targets)}) + "\n")
+
     class Foreign(BaseHTTPRequestHandler):
         def log_message(self, *args):
             pass
@@ -99,6 +138,12 @@ def main():
             if m == "echo-401":
                 echoed = "".join(f"{k}: {v}\n" for k, v in self.headers.items()).encode()
                 return send(self, 401, [("Content-Type", "text/plain"), ("WWW-Authenticate", "Bearer")], b"you sent:\n" + echoed)
+            if m == "spray" and self.path.startswith("/whip"):
+                status, headers, answer = upstream("/whip", data, "application/sdp")
+                send(self, 201, [("Content-Type", "application/sdp"), ("Location", headers.get("Location", "/whip/x"))], answer)
+                # From the moment the answer is out: Linnet's DTLS server is waiting for a
+                # ClientHello, and the stranger's may come first.
+                return threading.Thread(target=spray, args=(data,)).start()
             if m == "location-foreign" and self.path.startswith("/whip"):
                 status, headers, answer = upstream("/whip", data, "application/sdp")
                 loc = headers.get("Location", "/whip/x").split("/")[-1]

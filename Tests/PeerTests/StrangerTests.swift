@@ -22,8 +22,9 @@ import DTLS
     }
 
     /// A spray from fresh ports during the first 400 ms after the answer, at both peers:
-    /// every seed connects, nothing is ever sent to a stranger, and each spray datagram
-    /// that reached a peer's DTLS/SRTP demux is counted as dropped.
+    /// every seed connects, nothing is ever sent to a stranger (no STUN answer, no DTLS
+    /// alert), and each spray datagram that reached a peer's DTLS/SRTP demux is counted
+    /// as dropped.
     @Test func aSprayOfStrangersCannotStopCallSetup() throws {
         let hello = try Self.strangersClientHello()
         var connected = 0
@@ -39,6 +40,13 @@ import DTLS
                     let local = toOfferer ? net.offererAddress : net.answererAddress
                     let stranger = SocketAddress(ip: IPAddress("203.0.113.66")!, port: UInt16(40_000 + rng.next() % 20_000))
                     let junk = (0..<60).map { _ in UInt8(truncatingIfNeeded: rng.next()) }
+                    // A Binding request with made-up credentials (it fails integrity) and
+                    // one without any: STUN from strangers.
+                    let forged = STUNMessage(type: .bindingRequest, transactionID: TransactionID.random(using: &rng),
+                                             attributes: [.username(Username("nobody:here")), .priority(Priority(1))])
+                    let stun = [try! forged.serialized(integrityKey: Array("not-the-password".utf8), fingerprint: true),
+                                try! STUNMessage(type: .bindingRequest, transactionID: TransactionID.random(using: &rng)).serialized(fingerprint: true)]
+                    for d in stun { peer.handleInput(d, from: stranger, local: local, now: now) }
                     for d in [hello, [22] + junk, [23, 0xFE, 0xFD] + junk, [0x80, 111] + junk] {
                         peer.handleInput(d, from: stranger, local: local, now: now)
                         sprayed[toOfferer ? 0 : 1] += 1
@@ -51,7 +59,7 @@ import DTLS
             #expect(net.offerer.stats.unvalidatedDropped == sprayed[0], "seed \(seed)")
             #expect(net.answerer.stats.unvalidatedDropped == sprayed[1], "seed \(seed)")
         }
-        print("BENCH stranger_spray: \(connected)/20 calls connected under a spray of ClientHellos, DTLS and SRTP from other ports")
+        print("BENCH stranger_spray: \(connected)/20 calls connected under a spray of STUN, ClientHellos, DTLS and SRTP from other ports")
     }
 
     /// Strangers' packets do not count as the peer being alive: with the real peer gone
