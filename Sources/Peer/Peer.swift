@@ -171,8 +171,8 @@ public final class Peer {
     public private(set) var consentLost = false
     var gathered: [Candidate] = []
     public private(set) var gatheringComplete = false
-    var events: [PeerEvent] = []
-    var transmits: [(bytes: [UInt8], from: SocketAddress, to: SocketAddress)] = []
+    var events = OutputQueue<PeerEvent>()
+    var transmits = OutputQueue<(bytes: [UInt8], from: SocketAddress, to: SocketAddress)>()
     var pair: ICESelectedPair?
     /// Where the last DTLS datagram came from (and arrived on): the server's reply path
     /// when its ICE has not selected a pair yet.
@@ -412,11 +412,8 @@ public final class Peer {
     }
 
     public func pollOutput() -> PeerOutput {
-        if !transmits.isEmpty {
-            let t = transmits.removeFirst()
-            return .transmit(bytes: t.bytes, from: t.from, to: t.to)
-        }
-        if !events.isEmpty { return .event(events.removeFirst()) }
+        if let t = transmits.popFirst() { return .transmit(bytes: t.bytes, from: t.from, to: t.to) }
+        if let e = events.popFirst() { return .event(e) }
         // A closed or failed connection asks for no more timeouts.
         if closed { return .timeout(.distantFuture) }
         var deadline = iceDeadline
@@ -758,5 +755,30 @@ public final class Peer {
         guard let length else { return }
         stats.rtcpSent += 1
         transmits.append((Array(scratch[0..<length]), path.local, path.remote))
+    }
+}
+
+/// A FIFO drained by `pollOutput`: appended at the tail, read from a head index, its
+/// storage reset (capacity kept) once drained. `removeFirst()` on an array moves every
+/// element left, O(n) per output; this is O(1), the shape of ICEAgent's `outputs`.
+struct OutputQueue<Element> {
+    private var items: [Element] = []
+    private var head = 0
+
+    /// Outputs not yet taken.
+    var count: Int { items.count - head }
+    var isEmpty: Bool { head == items.count }
+
+    mutating func append(_ e: Element) { items.append(e) }
+
+    mutating func popFirst() -> Element? {
+        guard head < items.count else { return nil }
+        let e = items[head]
+        head += 1
+        if head == items.count {
+            items.removeAll(keepingCapacity: true)
+            head = 0
+        }
+        return e
     }
 }
