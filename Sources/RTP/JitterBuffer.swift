@@ -185,7 +185,9 @@ public struct JitterBuffer: Sendable {
 
     // MARK: Insert
 
-    public mutating func insert(sequence seq: Int64, timestamp: UInt32, payload: UnsafeRawBufferPointer, arrival: Instant) {
+    /// Stores a packet, taking `payload` as it is: the array is kept, not copied (the
+    /// receive path hands over the one copy it made out of the datagram).
+    public mutating func insert(sequence seq: Int64, timestamp: UInt32, payload: [UInt8], arrival: Instant) {
         guard payload.count <= configuration.maxPayloadBytes else {
             counters.oversize += 1
             return
@@ -247,12 +249,13 @@ public struct JitterBuffer: Sendable {
         store(seq: seq, tsExt: tsExt, timestamp: timestamp, payload: payload)
     }
 
-    public mutating func insert(sequence: Int64, timestamp: UInt32, payload: [UInt8], arrival: Instant) {
-        payload.withUnsafeBytes { insert(sequence: sequence, timestamp: timestamp, payload: $0, arrival: arrival) }
+    /// The same from a borrowed buffer (copied once into the slot).
+    public mutating func insert(sequence: Int64, timestamp: UInt32, payload: UnsafeRawBufferPointer, arrival: Instant) {
+        insert(sequence: sequence, timestamp: timestamp, payload: Array(payload), arrival: arrival)
     }
 
-    mutating func store(seq: Int64, tsExt: Int64, timestamp: UInt32, payload: UnsafeRawBufferPointer) {
-        slots[index(seq)] = Slot(sequence: seq, tsExt: tsExt, timestamp: timestamp, payload: Array(payload))
+    mutating func store(seq: Int64, tsExt: Int64, timestamp: UInt32, payload: [UInt8]) {
+        slots[index(seq)] = Slot(sequence: seq, tsExt: tsExt, timestamp: timestamp, payload: payload)
         counters.inserted += 1
         if seq >= highestSequence || counters.inserted == 1 {
             highestSequence = seq

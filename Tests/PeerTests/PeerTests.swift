@@ -27,6 +27,9 @@ final class TwoPeers {
     var destinations: [(Bool, SocketAddress)] = []
     /// Every event with the simulated time it came out.
     var eventTimes: [(offerer: Bool, event: PeerEvent, at: Instant)] = []
+    /// Hand datagrams over in a receive buffer the peer borrows (Call's way) rather than
+    /// as arrays.
+    var borrowInput = false
 
     init(seed: UInt64, tamperAnswer: ((String) -> String)? = nil, configure: ((inout PeerConfiguration) -> Void)? = nil) throws {
         rng = SeededRandom(seed: seed)
@@ -85,7 +88,12 @@ final class TwoPeers {
             inFlight.removeAll { $0.due <= now }
             for d in due where d.to == offererAddress || d.to == answererAddress {
                 let target = d.to == offererAddress ? offerer : answerer
-                target.handleInput(d.bytes, from: d.from, local: d.to, now: now)
+                if borrowInput {
+                    var buffer = d.bytes
+                    buffer.withUnsafeMutableBytes { target.handleInput($0, from: d.from, local: d.to, now: now) }
+                } else {
+                    target.handleInput(d.bytes, from: d.from, local: d.to, now: now)
+                }
             }
             for first in [true, false] where deadlines[first ? 0 : 1] <= now {
                 peer(first).handleTimeout(now: now)
