@@ -41,6 +41,7 @@ let package = Package(
         .target(name: "Peer", dependencies: ["Wire", "SDP", "ICE", "DTLS", "SRTP", "RTP", "SCTP"]),
         .target(name: "Audio", dependencies: ["Wire"]),
         .target(name: "Codec", dependencies: ["COpus"]),
+        .target(name: "Media", dependencies: ["Wire", "Codec", "RTP"]),
         .target(name: "Signaling", dependencies: ["Wire", "JSON", "SDP", "CMbedTLS"]),
         .target(name: "Agent", dependencies: ["Wire", "Peer", "Signaling", "Audio", "JSON"]),
 
@@ -66,8 +67,9 @@ let package = Package(
         .testTarget(name: "ICETests", dependencies: ["ICE", "Wire"]),
         .testTarget(name: "SignalingTests", dependencies: ["Signaling", "Wire", "CMbedTLS"], exclude: ["Fixtures"]),
         .testTarget(name: "AgentTests", dependencies: ["Agent", "Wire", "JSON"]),
-        .testTarget(name: "PeerTests", dependencies: ["Peer", "Agent", "SDP", "ICE", "DTLS", "SRTP", "RTP", "SCTP", "Codec", "Wire"]),
+        .testTarget(name: "PeerTests", dependencies: ["Peer", "Agent", "SDP", "ICE", "DTLS", "SRTP", "RTP", "SCTP", "Codec", "Media", "Wire"]),
         .testTarget(name: "JSONTests", dependencies: ["JSON", "Wire"]),
+        .testTarget(name: "MediaTests", dependencies: ["Media", "RTP", "Codec", "Wire"]),
         .testTarget(name: "RTPTests", dependencies: ["RTP", "Wire"]),
         .target(name: "CAllocCounter", path: "Tests/CAllocCounter"),
         .testTarget(name: "AudioTests", dependencies: ["Audio", "Wire", "CAllocCounter"]),

@@ -152,6 +152,10 @@ public struct JitterBuffer: Sendable {
 
     var frameDuration: Duration { ticksToDuration(frameTicks) }
 
+    /// The far end's frame length in RTP ticks, as learnt from consecutive packets
+    /// (`defaultFrameTicks` until then): the length of a frame to conceal.
+    public var frameLength: Int64 { frameTicks }
+
     func ticksToDuration(_ t: Int64) -> Duration {
         Duration(nanoseconds: t / configuration.clockRate * 1_000_000_000 + t % configuration.clockRate * 1_000_000_000 / configuration.clockRate)
     }
