@@ -105,10 +105,14 @@ public struct JitterBufferConfiguration: Sendable {
 ///   So every talkspurt (and every recovery) starts at the current target delay.
 /// - **Clock drift.** Within a talkspurt the delay a packet actually waits (pop time
 ///   minus its earliest possible arrival) is averaged. If it stays more than one frame
-///   above target the buffer drops one frame; more than one frame below, it inserts one
-///   (`.empty`). Both happen only when the caller says the audio is quiet (`quiet:`,
+///   above target the buffer drops one frame; more than half a frame below, it inserts
+///   one (`.empty`). Both happen only when the caller says the audio is quiet (`quiet:`,
 ///   from its level meter, or in a DTX gap) and at most once per `adjustInterval`, so
-///   speech is never cut or stretched.
+///   speech is never cut or stretched. Inserting sooner than dropping is deliberate:
+///   the target already holds only the largest lateness plus one frame, so a playout
+///   clock that runs fast (a speaker faster than the far end) would otherwise reach the
+///   latest packets' lateness, and run dry mid-speech, at the moment it may first
+///   insert (measured: a stall every 2 s at 1 % and 20 ms of jitter; none with this).
 /// - **Memory.** A fixed ring of `capacity` slots, each payload at most
 ///   `maxPayloadBytes`; a packet too far ahead pushes the oldest out (`overflowDropped`).
 public struct JitterBuffer: Sendable {
@@ -365,7 +369,7 @@ public struct JitterBuffer: Sendable {
         let frame = frameDuration.nanoseconds
         let target = targetDelay.nanoseconds
         if average > target + frame { return 1 }
-        if average < target - frame { return -1 }
+        if average < target - frame / 2 { return -1 }
         return 0
     }
 

@@ -95,6 +95,101 @@ func tone(_ count: Int, rate: Int, frequency: Double = 440, amplitude: Double = 
     }
 }
 
+/// The far end sends a 20 ms frame every 20 ms of its clock; the network delays each by
+/// 40 ms plus up to 20 ms of jitter; our speaker consumes 10 ms periods on a clock `skew`
+/// faster (or slower) than the far end's, and after each period the loop tops its ring
+/// up to 30 ms from `playout` — what Devices' `DuplexAudio.topUp` does on the device's
+/// signal. All on simulated time.
+struct DriftRun {
+    var buffered: [(seconds: Double, delay: Duration)] = []
+    var stats = MediaStats()
+    var underruns = 0
+
+    init(skew: Double, seconds: Int) throws {
+        let far = try MediaPath(MediaSettings(frameMilliseconds: 20, bitrate: 32_000))
+        let near = try MediaPath(MediaSettings(frameMilliseconds: 20))
+        let voice = speechLike(samples: 48_000 * 10, rate: 48_000)
+        var rng = SeededRandom(seed: 21)
+        var packet = [UInt8](repeating: 0, count: 1275)
+        // Packets in flight: (arrival ns, sequence, payload).
+        var arrivals: [(Int64, Int64, [UInt8])] = []
+        var sent: Int64 = 0
+        var ring = 0
+        let target = 1_440
+        var out = [Int16](repeating: 0, count: near.clock.maxPacketSamples)
+        let period = Int64(10_000_000.0 / (1 + skew))
+        var t: Int64 = 0
+        var nextSend: Int64 = 0
+        let end = Int64(seconds) * 1_000_000_000
+        while t < end {
+            // Everything sent up to now, in arrival order.
+            while nextSend <= t {
+                let k = Int(sent % Int64(voice.count / 960))
+                let n = voice.withUnsafeBufferPointer { v in
+                    packet.withUnsafeMutableBytes { far.encode(UnsafeBufferPointer(rebasing: v[(k * 960)..<((k + 1) * 960)]), into: $0) }
+                } ?? 0
+                arrivals.append((nextSend + 40_000_000 + Int64(rng.next() % 20_000_000), sent, Array(packet[0..<n])))
+                sent += 1
+                nextSend += 20_000_000
+            }
+            arrivals.sort { $0.0 < $1.0 }
+            while let a = arrivals.first, a.0 <= t {
+                near.received(sequence: a.1, timestamp: UInt32(truncatingIfNeeded: a.1 * 960), payload: a.2, arrival: Instant(nanoseconds: a.0))
+                arrivals.removeFirst()
+            }
+            // One period consumed, then topped up.
+            if ring < 480 { underruns += 1 }
+            ring = max(0, ring - 480)
+            while ring < target {
+                let m = out.withUnsafeMutableBufferPointer { near.playout(now: Instant(nanoseconds: t), into: $0) }
+                ring += m > 0 ? m : 960
+            }
+            buffered.append((Double(t) / 1e9, near.jitter.bufferedDuration))
+            t += period
+        }
+        stats = near.stats
+    }
+
+    /// The largest jitter-buffer delay over [from, to) seconds.
+    func peak(_ from: Double, _ to: Double) -> Duration {
+        buffered.filter { $0.seconds >= from && $0.seconds < to }.map(\.delay).max() ?? .zero
+    }
+}
+
+@Suite struct DeviceClockDriftTests {
+    /// A speaker 1 % slower than the far end: without correction the buffered delay would
+    /// grow 10 ms a second (1.2 s after two minutes). The jitter buffer drops quiet frames
+    /// instead, so the delay stays where it was, and the drops are counted.
+    @Test func aSlowDeviceDoesNotBuildUpDelay() throws {
+        let run = try DriftRun(skew: -0.01, seconds: 120)
+        let early = run.peak(10, 30), late = run.peak(100, 120)
+        #expect(late <= early + .milliseconds(40), "delay peak \(early.milliseconds) ms early, \(late.milliseconds) ms late")
+        #expect(late <= .milliseconds(200))
+        // 1.1 s of far-end audio more than the device played: about 55 frames of 20 ms.
+        #expect(run.stats.driftDropped >= 40, "\(run.stats.driftDropped) frames dropped")
+        #expect(run.stats.driftInserted <= 5)
+    }
+
+    /// A speaker 1 % faster: without correction the buffer would run dry every couple of
+    /// seconds (a stall and a concealed gap each time). The jitter buffer repeats quiet
+    /// frames instead; it never starves once started.
+    @Test func aFastDeviceDoesNotRunTheBufferDry() throws {
+        let run = try DriftRun(skew: 0.01, seconds: 120)
+        let early = run.peak(10, 30), late = run.peak(100, 120)
+        #expect(late + .milliseconds(40) >= early, "delay peak \(early.milliseconds) ms early, \(late.milliseconds) ms late")
+        #expect(run.stats.driftInserted >= 40, "\(run.stats.driftInserted) frames inserted")
+        #expect(run.stats.starved <= 3, "\(run.stats.starved) pulls found the buffer empty")
+        #expect(run.stats.concealed <= 3)
+    }
+
+    /// The same clocks: nothing to correct, nothing corrected.
+    @Test func matchedClocksNeedNoCorrection() throws {
+        let run = try DriftRun(skew: 0, seconds: 60)
+        #expect(run.stats.driftDropped + run.stats.driftInserted <= 4)
+        #expect(run.stats.starved <= 1)
+    }
+}
+
 @Suite struct MediaPathTests {
     /// The receive side takes whatever frame length the far end sends (here 40 ms while
     /// we send 20 ms): a playout is one far-end frame, and concealment is as long.
