@@ -61,7 +61,7 @@ let package = Package(
         .testTarget(name: "CodecTests", dependencies: ["Codec", "Wire"]),
         .testTarget(name: "SRTPTests", dependencies: ["SRTP", "Wire", "CMbedTLS"]),
         .testTarget(name: "DTLSTests", dependencies: ["DTLS", "Wire", "CMbedTLS"]),
-        .testTarget(name: "DevicesTests", dependencies: ["Devices", "Audio", "Platform", "Wire"]),
+        .testTarget(name: "DevicesTests", dependencies: ["Devices", "Audio", "Platform", "Wire", "CAllocCounter"]),
         .testTarget(name: "CLITests", dependencies: ["linnet"]),
         .testTarget(name: "SDPTests", dependencies: ["SDP", "Wire"], exclude: ["Fixtures"]),
         .testTarget(name: "ICETests", dependencies: ["ICE", "Wire"]),

@@ -328,8 +328,8 @@ final class PlaybackBox: PlaybackSource, @unchecked Sendable {
     var pipeline: PlaybackPipeline?
     func playbackStarted(_ format: DeviceFormat) {}
     func playbackStopped(_ format: DeviceFormat) {}
-    func render(into buffer: UnsafeMutableRawBufferPointer, frames: Int, format: DeviceFormat) -> Int {
-        pipeline?.render(into: buffer, frames: frames, format: format) ?? 0
+    func render(into buffer: UnsafeMutableRawBufferPointer, frames: Int, format: DeviceFormat, time: Instant) -> Int {
+        pipeline?.render(into: buffer, frames: frames, format: format, time: time) ?? 0
     }
 }
 
@@ -352,7 +352,7 @@ extension DeviceError {
             // Missing or unreadable (an errno) as before; a FIFO or a directory is bad data.
             if case .unreadable(let r) = e { return r.code != nil }
             return false
-        case .thread: return false
+        case .thread, .pipeline: return false
         }
     }
 }
