@@ -52,7 +52,7 @@ let package = Package(
         // The executable: CLI and wiring only.
         .executableTarget(name: "linnet",
                           dependencies: ["Wire", "JSON", "SDP", "ICE", "DTLS", "SRTP", "RTP", "SCTP", "Peer",
-                                         "Audio", "Codec", "Signaling", "Agent", "Platform", "Devices", "CSystem"],
+                                         "Audio", "Codec", "Media", "Signaling", "Agent", "Platform", "Devices", "CSystem"],
                           linkerSettings: [.linkedLibrary("m")]),
 
         // One test target per module.

@@ -14,6 +14,7 @@ import Agent
 import Devices
 import Codec
 import Audio
+import Media
 
 /// What the runner needs besides the config.
 struct RunnerParts {
@@ -39,7 +40,6 @@ final class AgentRunner {
     var statusPath: String?
     var supervisorTimer: EventLoop.TimerID?
     var supervisorDeadline = Instant.distantFuture
-    var playoutTimer: EventLoop.TimerID?
     var statsTimer: EventLoop.TimerID?
     var watchdog: WatchdogDriver?
     var button: ButtonInput?
@@ -87,6 +87,8 @@ final class AgentRunner {
     func start() throws(CLIFailure) {
         audio.onFrame = { frame in self.uplink(frame) }
         audio.onSkip = { frames in self.skipUplink(frames) }
+        // Playout is pulled by the speaker's clock (Devices' DuplexAudio), not a timer.
+        audio.onPlayout = { out in self.activeSession?.media.playout(now: self.loop.now, into: out) ?? 0 }
         try audio.start()
         conversation.send = { text in self.activeSession?.sendEvent(text) }
         conversation.log = { type, fields in self.log(type, fields) }
@@ -94,7 +96,6 @@ final class AgentRunner {
             // The provider's limit came before our rollover: replace the session now.
             if let id = self.activeID { self.supervisor.ended(id, now: self.loop.now); self.drive() }
         }
-        tickPlayout(at: loop.now + .milliseconds(20))
         if let lights {
             lights.state = { self.lightState() }
             lights.start()
@@ -131,7 +132,6 @@ final class AgentRunner {
     func finishIfIdle() {
         guard stopping, !stopped, sessions.isEmpty else { return }
         stopped = true
-        if let t = playoutTimer { loop.cancel(t) }
         if let t = statsTimer { loop.cancel(t) }
         if let t = supervisorTimer { loop.cancel(t) }
         watchdog?.stop()
@@ -253,12 +253,12 @@ final class AgentRunner {
             return
         }
         let media: MediaPath
-        do throws(CodecError) {
-            media = try MediaPath(MediaSettings(rate: audio.rate, bitrate: Int32(config.bitrate), complexity: Int32(config.complexity),
-                                                fec: config.fec, dtx: config.dtx))
+        do throws(MediaError) {
+            media = try MediaPath(MediaSettings(rate: audio.rate, frameMilliseconds: audio.frameClock.milliseconds, bitrate: Int32(config.bitrate),
+                                                complexity: Int32(config.complexity), fec: config.fec, dtx: config.dtx))
         } catch {
             lastFailureStatus = .software
-            loop.schedule(after: .zero) { self.supervisor.failed(id, .transient("the Opus codec: \(error)"), now: self.loop.now); self.drive() }
+            loop.schedule(after: .zero) { self.supervisor.failed(id, .transient(error.description), now: self.loop.now); self.drive() }
             return
         }
         let session = ProviderSession(id: id, loop: loop, route: parts.route, token: parts.token, http: parts.http, call: call,
@@ -305,12 +305,13 @@ final class AgentRunner {
 
     func uplink(_ frame: [Int16]) {
         guard let s = activeSession, s.wasConnected, !s.closing else { return }
-        if let packet = s.media.encode(frame) {
-            s.call.sendAudio(packet, samples: 960)
-        } else {
-            s.call.peer.skipAudio(samples: 960)
+        let media = s.media
+        // Opus writes straight into the RTP packet (Peer.sendAudio(samples:now:encode:)).
+        frame.withUnsafeBufferPointer { pcm in
+            s.call.peer.sendAudio(samples: media.clock.rtpTicks, now: loop.now) { room in media.encode(pcm, into: room) }
         }
-        conversation.audioSent(milliseconds: 20, now: loop.now)
+        s.call.pump()
+        conversation.audioSent(milliseconds: media.clock.milliseconds, now: loop.now)
     }
 
     /// Uplink time that passed with nothing to send (stale frames dropped after a stall,
@@ -318,14 +319,7 @@ final class AgentRunner {
     /// encoder left out, so the far end plays what follows at the right time.
     func skipUplink(_ frames: Int) {
         guard let s = activeSession, s.wasConnected, !s.closing, frames > 0 else { return }
-        s.call.peer.skipAudio(samples: UInt32(truncatingIfNeeded: min(frames, 1 << 20) * 960))
-    }
-
-    func tickPlayout(at deadline: Instant) {
-        playoutTimer = loop.schedule(at: deadline) {
-            self.audio.play(self.activeSession?.media.playout(now: self.loop.now))
-            self.tickPlayout(at: deadline + .milliseconds(20))
-        }
+        s.call.peer.skipAudio(samples: UInt32(truncatingIfNeeded: min(frames, 1 << 20) * Int(s.media.clock.rtpTicks)))
     }
 
     // MARK: Push-to-talk and mute
@@ -414,7 +408,7 @@ final class AgentRunner {
         let x = audio.xruns
         f.append(("capture_xruns", .number(JSONNumber(x.capture))))
         // Stops of the uplink past 200 ms (the process stopped, the loop held) and the
-        // 20 ms frames dropped as stale after them rather than sent late in a burst.
+        // frames dropped as stale after them rather than sent late in a burst.
         f.append(("capture_stalls", .number(JSONNumber(audio.clock.stalls))))
         f.append(("capture_stale_frames", .number(JSONNumber(audio.clock.staleFrames))))
         f.append(("playback_xruns", .number(JSONNumber(x.playback))))

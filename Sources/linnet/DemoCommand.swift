@@ -90,8 +90,8 @@ enum DemoCommand {
             }
             let parts = RunnerParts(route: .whip(config.whip!), token: nil, http: http, identity: identity, crypto: crypto,
                                     addresses: [.loopbackV4], stun: nil)
-            let audio = AudioIO(loop: loop, uplink: .generated(TestVoice()), downlink: .file(try WAVFrameSink(path: output)),
-                                rate: 48_000, mute: MuteGate(), meter: nil)
+            config.output = output
+            let audio = try AudioIO.open(config: config, loop: loop, generator: TestVoice())
             let runner = AgentRunner(loop: loop, config: config, parts: parts, audio: audio)
             runner.events = try EventLog(path: o["events"] ?? "-", start: loop.now)
             runner.sendOnOpen = ["{\"type\":\"demo.hello\",\"text\":\"Hello from Linnet\"}"]
@@ -111,7 +111,7 @@ enum DemoCommand {
             try runner.start()
             try wrap { () throws(SystemError) in try loop.run() }
             answerer.closeAll()
-            if case .file(let sink) = audio.downlink { status = sink.finalStatus(status) }
+            status = audio.finalStatus(status)
             let t = runner.totals
             let both = t.sent > 0 && t.received > 0 && t.decoded > 0
             writeOut("demo: sent \(t.sent) packets, received \(t.received), decoded \(t.decoded) frames, concealed \(t.concealed); "

@@ -150,21 +150,8 @@ enum RunCommand {
                                         only: config.interfaces.isEmpty ? nil : config.interfaces)
         guard !addresses.isEmpty else { throw CLIFailure(.unavailable, CallError.noAddresses.description) }
 
-        let uplink: AudioIO.Uplink
-        let mute: MuteGate
-        var meter: LevelMeter? = nil
-        if config.input == nil && config.capture == "none" {
-            uplink = .generated(SilenceSource())
-            mute = MuteGate()
-        } else {
-            let (u, m, l) = try AudioIO.capture(config: config, loop: loop)
-            uplink = u
-            mute = m
-            meter = l
-        }
-        let downlink = try AudioIO.playback(config: config)
-        let audio = AudioIO(loop: loop, uplink: uplink, downlink: downlink, rate: config.rate, mute: mute, meter: meter)
-        if config.effectiveTurnDetection == .ptt { mute.setMuted(true) }
+        let audio = try AudioIO.open(config: config, loop: loop)
+        if config.effectiveTurnDetection == .ptt { audio.mute.setMuted(true) }
 
         // One client for the whole run: the CA bundle is parsed once, on the first https
         // request; a CA file that cannot be used is an error now, not at the first call.
@@ -215,7 +202,7 @@ enum RunCommand {
         try runner.start()
         try wrap { () throws(SystemError) in try loop.run() }
         terminal?.restore()
-        if case .file(let sink) = audio.downlink { exit = sink.finalStatus(exit) }
+        exit = audio.finalStatus(exit)
         return exit
     }
 
@@ -293,7 +280,7 @@ enum RunCommand {
     }
 }
 
-/// Silence at 48 kHz when no microphone is configured (`capture = none`).
+/// Silence when no microphone is configured (`capture = none`).
 final class SilenceSource: FrameSource {
     func nextFrame(into frame: inout [Int16]) -> Bool {
         for i in 0..<frame.count { frame[i] = 0 }
