@@ -91,7 +91,7 @@ public final class MediaPath {
                 // A packet's own length (FEC recovers the previous frame: the length of
                 // a concealed one).
                 let length = fec ? conceal : min(payload.withUnsafeBytes { opusPacketSamples($0) }.map { $0 * clock.sampleRate / 48_000 } ?? conceal, out.count)
-                return try? payload.withUnsafeBytes { (b: UnsafeRawBufferPointer) throws(CodecError) in
+                return try? payload.withBytes { (b: UnsafeRawBufferPointer) throws(CodecError) in
                     try decoder.decode(b, into: UnsafeMutableBufferPointer(rebasing: out[0..<length]), fec: fec)
                 }
             }

@@ -10,6 +10,7 @@ import JSON
 import Signaling
 import DTLS
 import Peer
+import ICE
 import Agent
 import Devices
 import Codec

@@ -202,7 +202,7 @@ enum AudioCommand {
                 // A write that fails half-way (a full disk) is an I/O error (74), not
                 // a configuration one: the header is still patched with what got there.
                 do throws(FileError) {
-                    try decoded.withUnsafeBufferPointer { (d: UnsafeBufferPointer<Int16>) throws(FileError) in
+                    try decoded.withBuffer { (d: UnsafeBufferPointer<Int16>) throws(FileError) in
                         try writer.write(UnsafeBufferPointer(rebasing: d[0..<m]))
                     }
                 } catch {

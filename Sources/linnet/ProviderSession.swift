@@ -8,6 +8,7 @@ import Platform
 import JSON
 import Signaling
 import Peer
+import SDP
 import ICE
 import Agent
 import SCTP
