@@ -29,11 +29,15 @@ public protocol PlaybackSource: AnyObject {
     /// The device's buffer was just dropped (a flush asked for with
     /// `PlaybackThread.requestFlush`): drop what is queued here too.
     func playbackFlushed(at time: Instant)
+    /// After `render`: whether the loop should be told to queue more (the thread then
+    /// writes its `notify` eventfd).
+    var wantsMore: Bool { get }
     func playbackStopped(_ format: DeviceFormat)
 }
 
 extension PlaybackSource {
     public func playbackFlushed(at time: Instant) {}
+    public var wantsMore: Bool { true }
 }
 
 /// Where capture reads from.
@@ -617,8 +621,10 @@ public final class PlaybackThread<Source: PlaybackSource> {
                 time = timeline.time(measured: Instant(nanoseconds: now.nanoseconds &+ ahead), frames: frames)
             }
             let filled = source.render(into: raw, frames: frames, format: format, time: time)
-            // The ring has room now: the loop tops it up while this period is written.
-            notify?.signal()
+            // The ring has room now: the loop tops it up while this period is written
+            // (only when it fell below its mark: one wake-up per downlink frame, not per
+            // period).
+            if source.wantsMore { notify?.signal() }
             if filled < frames {
                 (buffer + filled * format.bytesPerFrame).initializeMemory(as: UInt8.self, repeating: 0, count: bytes - filled * format.bytesPerFrame)
             }

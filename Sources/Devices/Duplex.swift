@@ -56,8 +56,9 @@ public enum DuplexError: Error, Equatable, Sendable, CustomStringConvertible {
 ///   conversion, resampling, the reference aligned to each frame, capture hooks, the
 ///   mute gate) → ring → eventfd → the loop pops media frames with their capture times.
 /// - **Downlink, on the device clock**: the playback thread pulls a period from its ring
-///   (playback hooks, the reference, the device), then writes an eventfd; the loop tops
-///   the ring up to `playoutTarget` from the downlink (the jitter buffer and decoder).
+///   (playback hooks, the reference, the device) and, when that left the ring below
+///   `playoutTarget`, writes an eventfd; the loop tops the ring up to the target from
+///   the downlink (the jitter buffer and decoder).
 ///   So the far end's frames are taken at exactly the rate the speaker plays them: a
 ///   difference between the two clocks shows up as the jitter buffer filling or
 ///   draining, where its drift control handles it (Media, RTP/JitterBuffer.swift),
@@ -161,6 +162,7 @@ public final class DuplexAudio {
             throw .playback(error)
         }
         playback.notify = playbackNotify
+        playback.source.lowWater.store(targetSamples, ordering: .relaxed)
     }
 
     deinit { stop() }

@@ -182,6 +182,9 @@ public final class PlaybackPipeline: PlaybackSource, @unchecked Sendable {
     public let underruns = AudioThreadCounters()
     /// Samples dropped from the ring by flushes.
     public let flushedSamples = Atomic<UInt64>(0)
+    /// Below this many samples in the ring after a period, the loop is asked for more
+    /// (`wantsMore`); DuplexAudio sets its playout target here. Int.max: every period.
+    public let lowWater = Atomic<Int>(Int.max)
     /// The ring's write position when the loop asked for the flush (`markFlush`): what
     /// was queued after it is new audio and stays. Int.max: drop everything.
     let flushMark = Atomic<Int>(Int.max)
@@ -218,6 +221,8 @@ public final class PlaybackPipeline: PlaybackSource, @unchecked Sendable {
     }
 
     public func playbackStopped(_ format: DeviceFormat) { chain.stop() }
+
+    public var wantsMore: Bool { ring.availableToRead < lowWater.load(ordering: .relaxed) }
 
     /// Loop side, before asking the playback thread to flush: marks where the audio to
     /// drop ends in the ring.
