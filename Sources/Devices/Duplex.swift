@@ -82,8 +82,6 @@ public final class DuplexAudio {
     public let playbackNotify: EventFD
     /// Samples the loop keeps queued for the playback thread.
     public let targetSamples: Int
-    /// Top-ups that found the ring below one period already: the loop came late.
-    public private(set) var lateTopUps = 0
     var loop: EventLoop?
     var sources: [EventLoop.SourceID] = []
     var uplinkFrame: [Int16] = []
@@ -235,7 +233,6 @@ public final class DuplexAudio {
 
     /// Fills the playback ring up to its target from the downlink.
     public func topUp() {
-        if started && playbackPipeline.ring.availableToRead < rate.samplesPerFrame { lateTopUps += 1 }
         var guardFrames = 64
         while playoutWanted > 0 && guardFrames > 0 {
             guardFrames -= 1

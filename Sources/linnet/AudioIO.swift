@@ -219,6 +219,14 @@ final class AudioIO {
         return status == .ok ? .ioError : status
     }
 
+    /// Barge-in: drops what waits for the speaker, in the ring and in the device, at
+    /// once (the playback thread's next period). The caller stops the downlink itself.
+    func flushPlayback() { duplex?.flushPlayback() }
+
+    /// What the speaker played, aligned to each capture frame, for capture hooks (echo
+    /// cancellation) added to the chain once the pipeline is built.
+    var reference: PlaybackReference? { duplex?.reference }
+
     /// Progress counters for the watchdog: nil for a side with no thread, or whose
     /// thread ended on purpose (a non-looping input file played out).
     var progress: PipelineProgress {
