@@ -224,14 +224,18 @@ public struct FrameTimeline: Sendable {
     }
 
     /// The time of the first of `frames` frames, measured at about `measured`; the
-    /// timeline then expects the next period `frames` frames later.
+    /// timeline then expects the next period `frames` frames later. A measurement that
+    /// is not `trusted` (the thread was pre-empted while taking it) is not followed when
+    /// there is a prediction to go by.
     #if RT_AUDIT
     @_noLocks
     #endif
-    public mutating func time(measured: Instant, frames: Int) -> Instant {
+    public mutating func time(measured: Instant, frames: Int, trusted: Bool = true) -> Instant {
         let m = measured.nanoseconds
         var t = m
-        if let predicted = next {
+        if let predicted = next, !trusted {
+            t = predicted
+        } else if let predicted = next {
             let error = m &- predicted
             let limit = tolerance.nanoseconds
             if error > limit {

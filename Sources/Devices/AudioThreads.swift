@@ -238,6 +238,19 @@ final class ThreadControl {
     }
 }
 
+/// The device's delay and the instant it held: the clock is read on both sides of
+/// `snd_pcm_delay` and the midpoint taken. A thread pre-empted between the two (the
+/// clock reads more than 0.5 ms apart) cannot say which instant the delay belongs to:
+/// the measurement is not trusted, and the timeline counts on instead of following it.
+@inline(__always)
+func measureDelay(_ pcm: any PCMDevice) -> (now: Instant, delay: Int, trusted: Bool) {
+    let before = MonotonicClock.now().nanoseconds
+    let delay = pcm.delayFrames()
+    let after = MonotonicClock.now().nanoseconds
+    let trusted = delay != nil && after &- before <= 500_000
+    return (Instant(nanoseconds: before &+ (after &- before) / 2), delay ?? 0, trusted)
+}
+
 /// Frames as nanoseconds at `rate`.
 @inline(__always)
 func framesToNanoseconds(_ frames: Int, rate: Int) -> Int64 {
@@ -379,10 +392,10 @@ public final class CaptureThread<Sink: CaptureSink> {
             if request.paced { pacer.wait() }
             let n = pcm.readRaw(buffer, frames: frames)
             if n > 0 {
-                let now = MonotonicClock.now()
-                // The first frame of what was just read was digitized this long ago.
-                let behind = framesToNanoseconds((pcm.delayFrames() ?? 0) &+ n, rate: format.sampleRate)
-                let time = timeline.time(measured: Instant(nanoseconds: now.nanoseconds &- behind), frames: n)
+                // The first frame of what was just read was digitized delay + n frames ago.
+                let (now, delay, trusted) = measureDelay(pcm)
+                let behind = framesToNanoseconds(delay &+ n, rate: format.sampleRate)
+                let time = timeline.time(measured: Instant(nanoseconds: now.nanoseconds &- behind), frames: n, trusted: trusted)
                 deliver(frames: n, bytes: n * format.bytesPerFrame, time: time, now: now)
                 continue
             }
@@ -616,9 +629,9 @@ public final class PlaybackThread<Source: PlaybackSource> {
                 }
                 if paced { pacer.wait() }
                 // Before the write: a frame written now is heard `delay` frames from now.
-                let now = MonotonicClock.now()
-                let ahead = framesToNanoseconds(pcm.delayFrames() ?? 0, rate: format.sampleRate)
-                time = timeline.time(measured: Instant(nanoseconds: now.nanoseconds &+ ahead), frames: frames)
+                let (now, delay, trusted) = measureDelay(pcm)
+                let ahead = framesToNanoseconds(delay, rate: format.sampleRate)
+                time = timeline.time(measured: Instant(nanoseconds: now.nanoseconds &+ ahead), frames: frames, trusted: trusted)
             }
             let filled = source.render(into: raw, frames: frames, format: format, time: time)
             // The ring has room now: the loop tops it up while this period is written

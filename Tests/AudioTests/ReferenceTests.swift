@@ -106,6 +106,16 @@ import Wire
         #expect(timeline.reanchors == 0)
     }
 
+    /// A measurement taken by a thread pre-empted half-way (not trusted) is not
+    /// followed, however far off it is; the next trusted one is.
+    @Test func untrustedMeasurementsAreNotFollowed() {
+        var timeline = FrameTimeline(sampleRate: 48_000)
+        _ = timeline.time(measured: Instant(nanoseconds: 0), frames: 480)
+        #expect(timeline.time(measured: Instant(nanoseconds: 19_000_000), frames: 480, trusted: false).nanoseconds == 10_000_000)
+        #expect(timeline.time(measured: Instant(nanoseconds: 20_000_000), frames: 480).nanoseconds == 20_000_000)
+        #expect(timeline.reanchors == 0)
+    }
+
     /// A device clock 100 ppm fast against the monotonic one is followed, not left to
     /// drift away; a jump (an xrun) is taken at once.
     @Test func driftIsFollowedAndJumpsReanchor() {
