@@ -14,6 +14,10 @@ final class FakeAir: @unchecked Sendable {
     let start: Int64
     let count: Int
     let samples: UnsafeMutablePointer<Int16>
+    /// Bumped (release) by the speaker after it changes `samples`, loaded (acquire) by
+    /// the microphone before it reads them: the speaker writes an instant long before
+    /// the microphone hears it, and this tells ThreadSanitizer so too.
+    let published = Atomic<Int>(0)
 
     init(rate: Int = 48_000, seconds: Int = 30) {
         self.rate = rate
@@ -114,6 +118,7 @@ final class FakeSpeaker: PCMDevice, @unchecked Sendable {
         }
         let src = buffer.assumingMemoryBound(to: Int16.self)
         for i in 0..<frames where next + i < air.count && next + i >= 0 { air.samples[next + i] = src[i] }
+        air.published.add(1, ordering: .releasing)
         if writes.count < writes.capacity { writes.append(next) }
         nextHeard = next + frames
         return frames
@@ -132,6 +137,7 @@ final class FakeSpeaker: PCMDevice, @unchecked Sendable {
         if let next = nextHeard, next > now + latencyFrames {
             // Never heard: take it out of the air again.
             for k in (now + latencyFrames)..<min(next, air.count) { air.samples[k] = 0 }
+            air.published.add(1, ordering: .releasing)
             discarded.store(next - now - latencyFrames, ordering: .relaxed)
         } else {
             discarded.store(0, ordering: .relaxed)
@@ -171,6 +177,7 @@ final class FakeMicrophone: PCMDevice, @unchecked Sendable {
         let first = nextRead ?? air.now
         // Digitized at first + frames − 1, readable latencyFrames later.
         if air.now < first + frames + latencyFrames { air.sleep(until: first + frames + latencyFrames) }
+        _ = air.published.load(ordering: .acquiring)
         let dst = buffer.assumingMemoryBound(to: Int16.self)
         for i in 0..<frames {
             let k = first + i - acousticDelayFrames
