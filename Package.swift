@@ -42,7 +42,7 @@ let package = Package(
         .target(name: "Audio", dependencies: ["Wire"]),
         .target(name: "Codec", dependencies: ["COpus"]),
         .target(name: "Signaling", dependencies: ["Wire", "JSON", "SDP", "CMbedTLS"]),
-        .target(name: "Agent", dependencies: ["Wire", "Peer", "Signaling", "Audio", "JSON"]),
+        .target(name: "Agent", dependencies: ["Wire", "Peer", "ICE", "DTLS", "SDP", "SCTP", "Signaling", "Audio", "JSON"]),
 
         // IO modules: the only ones that touch the system (with the executable).
         .target(name: "Platform", dependencies: ["Wire", "CSystem"]),

@@ -5,6 +5,7 @@ import Codec
 import SRTP
 import DTLS
 import Devices
+import Agent
 
 /// Exit statuses (sysexits.h), as CLI.md fixes them.
 ///
@@ -18,17 +19,8 @@ import Devices
 ///   provider that answers it cannot (5xx, 404, …), or a call whose ICE/DTLS failed.
 /// - 78 `config`: what a person must fix — 401/403 (the token), a certificate or CA
 ///   that does not verify.
-enum ExitStatus: Int32 {
-    case ok = 0
-    case usage = 64
-    case dataError = 65
-    case unavailable = 69
-    case software = 70
-    /// An output failed while running (EX_IOERR): e.g. `--output` hit a full disk, so
-    /// the recording is incomplete. The call itself went on.
-    case ioError = 74
-    case config = 78
-}
+/// Exit statuses live with the agent core (Agent/AgentCore.swift): one rule for every command.
+typealias ExitStatus = Agent.ExitStatus
 
 extension HTTPClientError {
     /// This failure's exit status by the rule above.

@@ -131,7 +131,7 @@ enum CheckCommand {
     static func providerURL(_ config: Config) -> HTTPURL? {
         if let whip = config.whip { return whip }
         if var backend = config.backend {
-            if let chat = config.chat { backend.target = joinPath(backend.target, "voice/\(percentEncodedSegment(chat))") }
+            if let chat = config.chat { backend = RoutePath.backendOffer(backend, chat: chat) }
             return backend
         }
         return config.openai ? config.tokenURL : nil

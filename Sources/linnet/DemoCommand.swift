@@ -85,16 +85,15 @@ enum DemoCommand {
             config.seconds = seconds
             config.statsSeconds = statsSeconds
             let identity = try wrap { () throws(DTLSError) in try Identity(random: crypto) }
-            let http: HTTPSend = { request, timeout, completion in
-                HTTPExchange.start(loop: loop, request: request, timeout: timeout, completion: completion)
-            }
-            let parts = RunnerParts(route: .whip(config.whip!), token: nil, http: http, identity: identity, crypto: crypto,
-                                    addresses: [.loopbackV4], stun: nil)
+            let route = Route.whip(config.whip!)
+            let core = AgentCore(settings: Runtime.settings(config: config, route: route, token: nil, stun: nil,
+                                                            sendOnOpen: ["{\"type\":\"demo.hello\",\"text\":\"Hello from Linnet\"}"]),
+                                 identity: identity, crypto: crypto, seed: try randomSeed(crypto))
             let audio = AudioIO(loop: loop, uplink: .generated(TestVoice()), downlink: .file(try WAVFrameSink(path: output)),
                                 rate: 48_000, mute: MuteGate(), meter: nil)
-            let runner = AgentRunner(loop: loop, config: config, parts: parts, audio: audio)
+            let runner = Runtime(loop: loop, core: core, parts: RuntimeParts(addresses: [.loopbackV4], http: HTTPClient(loop: loop), media: MediaSettings()),
+                                 audio: audio)
             runner.events = try EventLog(path: o["events"] ?? "-", start: loop.now)
-            runner.sendOnOpen = ["{\"type\":\"demo.hello\",\"text\":\"Hello from Linnet\"}"]
             var status = ExitStatus.ok
             runner.onStopped = { s in
                 status = s
@@ -106,16 +105,16 @@ enum DemoCommand {
             // A demo that cannot connect within 15 s will not: stop with an error rather
             // than retrying forever as the agent would.
             loop.schedule(after: .seconds(15)) {
-                if !runner.everConnected { runner.stop(.unavailable, "demo: no connection within 15 s") }
+                if core.firstConnectedAt == nil { runner.stop(.unavailable, "demo: no connection within 15 s") }
             }
             try runner.start()
             try wrap { () throws(SystemError) in try loop.run() }
             answerer.closeAll()
             if case .file(let sink) = audio.downlink { status = sink.finalStatus(status) }
-            let t = runner.totals
+            let t = core.totals
             let both = t.sent > 0 && t.received > 0 && t.decoded > 0
             writeOut("demo: sent \(t.sent) packets, received \(t.received), decoded \(t.decoded) frames, concealed \(t.concealed); "
-                     + "connect \(runner.lastConnectMilliseconds.map { "\($0) ms" } ?? "—"); what came back is in \(output)\n")
+                     + "connect \(core.lastConnectMilliseconds.map { "\($0) ms" } ?? "—"); what came back is in \(output)\n")
             if status == .ok && !both {
                 Log.error("demo: audio did not go both ways")
                 return .software

@@ -1,5 +1,5 @@
 // `linnet run`: the agent, what systemd starts. Config (file < LINNET_* environment <
-// flags), the route, the audio ends, then the AgentRunner on one poll loop until
+// flags), the route, the audio ends, then the Agent core in the Runtime on one poll loop until
 // SIGTERM/SIGINT or --seconds.
 import CSystem
 import Wire
@@ -148,7 +148,7 @@ enum RunCommand {
         let hostIsLoopback = IPAddress(host)?.isLoopback ?? (host == "localhost")
         let addresses = gatherAddresses(includeLoopback: hostIsLoopback || !config.interfaces.isEmpty,
                                         only: config.interfaces.isEmpty ? nil : config.interfaces)
-        guard !addresses.isEmpty else { throw CLIFailure(.unavailable, CallError.noAddresses.description) }
+        guard !addresses.isEmpty else { throw CLIFailure(.unavailable, "no usable network address to gather candidates on (is the network up?)") }
 
         let uplink: AudioIO.Uplink
         let mute: MuteGate
@@ -164,7 +164,6 @@ enum RunCommand {
         }
         let downlink = try AudioIO.playback(config: config)
         let audio = AudioIO(loop: loop, uplink: uplink, downlink: downlink, rate: config.rate, mute: mute, meter: meter)
-        if config.effectiveTurnDetection == .ptt { mute.setMuted(true) }
 
         // One client for the whole run: the CA bundle is parsed once, on the first https
         // request; a CA file that cannot be used is an error now, not at the first call.
@@ -173,21 +172,21 @@ enum RunCommand {
             throw CLIFailure(.config, error.description)
         }
         client.log = { Log.debug($0) }
-        let http: HTTPSend = { request, timeout, completion in
-            client.send(request, timeout: timeout, completion: completion)
-        }
-        let parts = RunnerParts(route: route, token: token, http: http, identity: identity, crypto: crypto, addresses: addresses, stun: stun)
-        let runner = AgentRunner(loop: loop, config: config, parts: parts, audio: audio)
-        if let path = config.events { runner.events = try EventLog(path: path, start: loop.now, label: config.eventsLabel) }
-        runner.notifier = SystemdNotifier()
-        runner.statusPath = config.statusFile ?? (isWritableDirectory("/run/linnet") ? "/run/linnet/status.json" : nil)
+        var sendOnOpen: [String] = []
         if let path = config.send {
             let bytes: [UInt8]
             do throws(FileReadError) { bytes = try readRegularFile(path, limit: 16 << 20).bytes } catch {
                 throw CLIFailure(.dataError, "cannot read the send file \(error)")
             }
-            runner.sendOnOpen = String(decoding: bytes, as: UTF8.self).split(separator: "\n", omittingEmptySubsequences: true).map(String.init)
+            sendOnOpen = String(decoding: bytes, as: UTF8.self).split(separator: "\n", omittingEmptySubsequences: true).map(String.init)
         }
+        let core = AgentCore(settings: Runtime.settings(config: config, route: route, token: token, stun: stun, sendOnOpen: sendOnOpen),
+                             identity: identity, crypto: crypto, seed: try randomSeed(crypto))
+        let media = MediaSettings(rate: config.rate, bitrate: Int32(config.bitrate), complexity: Int32(config.complexity), fec: config.fec, dtx: config.dtx)
+        let runner = Runtime(loop: loop, core: core, parts: RuntimeParts(addresses: addresses, http: client, media: media), audio: audio)
+        if let path = config.events { runner.events = try EventLog(path: path, start: loop.now, label: config.eventsLabel) }
+        runner.notifier = SystemdNotifier()
+        runner.statusPath = config.statusFile ?? (isWritableDirectory("/run/linnet") ? "/run/linnet/status.json" : nil)
         var exit = ExitStatus.ok
         runner.onStopped = { (status: ExitStatus) in
             exit = status
@@ -340,3 +339,12 @@ func fileExists(_ path: String) -> Bool { access(path, F_OK) == 0 }
 
 func isWritableDirectory(_ path: String) -> Bool { access(path, W_OK | X_OK) == 0 }
 
+
+/// 64 bits from the cryptographic generator: the agent core's seed (backoff jitter,
+/// SSRCs, tie-breakers).
+func randomSeed(_ crypto: CryptoRandom) throws(CLIFailure) -> UInt64 {
+    var seed: UInt64 = 0
+    let bytes = try wrap { () throws(DTLSError) in try crypto.bytes(8) }
+    for b in bytes { seed = seed << 8 | UInt64(b) }
+    return seed
+}
