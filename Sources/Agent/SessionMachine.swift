@@ -36,7 +36,9 @@ final class SessionMachine {
     }
 
     let id: Int
-    unowned let core: AgentCore
+    /// The core it reports to (a strong reference: the core drops the session when it
+    /// finishes, which ends the cycle; Embedded Swift has no `unowned`).
+    let core: AgentCore
     let peerSeed: UInt64
     var phase = Phase.binding
     var peer: Peer?

@@ -448,22 +448,27 @@ public enum RouteServer {
         let path = target.split(separator: "?", maxSplits: 1, omittingEmptySubsequences: false)[0]
         let parts = path.split(separator: "/").map(String.init)
         func contentType(_ type: String) -> Bool { headers["Content-Type"].map { lowercased($0).hasPrefix(type) } ?? false }
-        switch (method, parts.count) {
-        case ("POST", 2) where parts[0] == RoutePath.voice:
+        // Matched from the end, so a backend mounted under a prefix (`/api/voice/…`) works.
+        let n = parts.count
+        let isOffer = n >= 2 && parts[n - 2] == RoutePath.voice
+        let isClose = n >= 4 && parts[n - 4] == RoutePath.voice && parts[n - 1] == RoutePath.close
+        let isResource = n >= 2 && parts[n - 2] == RoutePath.whip
+        switch method {
+        case "POST" where isClose:
+            return .request(.backendClose(chat: parts[n - 3], id: parts[n - 2]))
+        case "POST" where isOffer:
             guard let json = try? JSONValue.parse(body), let sdp = json["sdp"]?.string else {
                 return .refuse(text(400, "expected a JSON body {\"sdp\": \"…\"}"))
             }
-            return .request(.backendOffer(chat: parts[1], sdp: sdp))
-        case ("POST", 4) where parts[0] == RoutePath.voice && parts[3] == RoutePath.close:
-            return .request(.backendClose(chat: parts[1], id: parts[2]))
-        case ("POST", _):
+            return .request(.backendOffer(chat: parts[n - 1], sdp: sdp))
+        case "POST":
             guard contentType(RouteMediaType.sdp) else { return .refuse(text(415, "WHIP offers are application/sdp")) }
             return .request(.whipOffer(sdp: String(decoding: body, as: UTF8.self)))
-        case ("PATCH", 2) where parts[0] == RoutePath.whip:
+        case "PATCH" where isResource:
             guard contentType(RouteMediaType.fragment) else { return .refuse(text(415, "ICE restarts are application/trickle-ice-sdpfrag")) }
-            return .request(.whipRestart(id: parts[1], fragment: String(decoding: body, as: UTF8.self)))
-        case ("DELETE", 2) where parts[0] == RoutePath.whip:
-            return .request(.whipDelete(id: parts[1]))
+            return .request(.whipRestart(id: parts[n - 1], fragment: String(decoding: body, as: UTF8.self)))
+        case "DELETE" where isResource:
+            return .request(.whipDelete(id: parts[n - 1]))
         default:
             return .refuse(text(405, "not a WHIP or voice route"))
         }

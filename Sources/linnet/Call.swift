@@ -6,6 +6,7 @@ import Platform
 import ICE
 import DTLS
 import Peer
+import Agent
 
 final class Call {
     let loop: EventLoop

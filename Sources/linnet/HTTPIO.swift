@@ -31,6 +31,7 @@ import CSystem
 import Wire
 import Platform
 import Signaling
+import Agent
 
 /// Why an HTTP exchange failed, worded for the log.
 enum HTTPClientError: Error, CustomStringConvertible {

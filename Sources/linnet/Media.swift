@@ -9,6 +9,7 @@ import RTP
 import Peer
 import Audio
 import Devices
+import Agent
 
 /// Where uplink PCM comes from: 20 ms of 48 kHz mono per call, or nil when nothing is
 /// available yet (the frame is then skipped: RTP time moves on).

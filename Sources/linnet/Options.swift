@@ -1,6 +1,7 @@
 // A small command-line option reader for the subcommands (CLI.md spellings):
 // `--key value`, `--key=value`, and bare `--flag` for booleans.
 import Platform
+import Agent
 
 struct Options {
     var values: [String: String] = [:]

@@ -10,6 +10,7 @@ import JSON
 import Signaling
 import DTLS
 import Peer
+import ICE
 import Agent
 import Devices
 import Codec
@@ -47,7 +48,12 @@ final class Runtime {
     let audio: AudioIO
     var sockets: [Int: [UDPSocket]] = [:]
     var socketSources: [Int: [EventLoop.SourceID]] = [:]
-    var media: [Int: MediaPath] = [:]
+    /// Each session's media, made when the core asks (`makeMedia`): the core encodes
+    /// through it, playout reads the active one.
+    final class MediaStore {
+        var paths: [Int: MediaPath] = [:]
+    }
+    let media = MediaStore()
     var activeMedia: MediaPath?
     var calls: [RequestID: HTTPCall] = [:]
     var events: EventLog?
@@ -68,9 +74,10 @@ final class Runtime {
         self.core = core
         self.parts = parts
         self.audio = audio
-        core.makeMedia = { [unowned self] id in
-            guard let m = try? MediaPath(self.parts.media) else { return nil }
-            self.media[id] = m
+        let store = media, settings = parts.media
+        core.makeMedia = { id in
+            guard let m = try? MediaPath(settings) else { return nil }
+            store.paths[id] = m
             return m
         }
     }
@@ -208,7 +215,7 @@ final class Runtime {
             case .mute(let on):
                 audio.mute.setMuted(on)
             case .switchAudio(let id):
-                activeMedia = media[id]
+                activeMedia = media.paths[id]
             case .record(let type, let fields):
                 events?.write(type, fields, now: loop.now)
             case .log(let level, let text):
@@ -260,13 +267,13 @@ final class Runtime {
         }
         sockets[id] = bound
         socketSources[id] = bound.map { s in loop.watch(fd: s.fd) { _ in self.readable(id, s) } }
-        core.socketsBound(session: id, addresses: bound.map(\.localAddress), now: loop.now)
+        core.socketsBound(session: id, addresses: bound.map { $0.localAddress }, now: loop.now)
     }
 
     func unbind(_ id: Int) {
         for source in socketSources.removeValue(forKey: id) ?? [] { loop.unwatch(source) }
         sockets[id] = nil
-        if let m = media.removeValue(forKey: id), m === activeMedia { activeMedia = nil }
+        if let m = media.paths.removeValue(forKey: id), m === activeMedia { activeMedia = nil }
     }
 
     func readable(_ id: Int, _ socket: UDPSocket) {
