@@ -59,8 +59,7 @@ final class Runtime {
     var events: EventLog?
     var notifier: SystemdNotifier?
     var statusPath: String?
-    var timer: EventLoop.TimerID?
-    var timerDeadline = Instant.distantFuture
+    var timer: DeadlineTimer!
     var playoutTimer: EventLoop.TimerID?
     var watchdog: WatchdogDriver?
     var button: ButtonInput?
@@ -74,6 +73,12 @@ final class Runtime {
         self.core = core
         self.parts = parts
         self.audio = audio
+        timer = DeadlineTimer(loop: loop) { [self] in
+            guard !self.stopped else { return }
+            self.feedAudioCounters()
+            self.core.handleTimeout(now: self.loop.now)
+            self.drive()
+        }
         let store = media, settings = parts.media
         core.makeMedia = { id in
             guard let m = try? MediaPath(settings) else { return nil }
@@ -232,24 +237,9 @@ final class Runtime {
             case .exit(let status):
                 finish(status)
             case .timeout(let t):
-                arm(t)
+                timer.arm(t)
                 return
             }
-        }
-    }
-
-    func arm(_ deadline: Instant) {
-        guard deadline != timerDeadline else { return }
-        if let timer { loop.cancel(timer) }
-        timer = nil
-        timerDeadline = deadline
-        guard deadline < .distantFuture, !stopped else { return }
-        timer = loop.schedule(at: deadline) {
-            self.timer = nil
-            self.timerDeadline = .distantFuture
-            self.feedAudioCounters()
-            self.core.handleTimeout(now: self.loop.now)
-            self.drive()
         }
     }
 
@@ -315,8 +305,7 @@ final class Runtime {
         guard !stopped else { return }
         stopped = true
         if let t = playoutTimer { loop.cancel(t) }
-        if let timer { loop.cancel(timer) }
-        timer = nil
+        timer.cancel()
         watchdog?.stop()
         button?.close()
         lights?.close()
