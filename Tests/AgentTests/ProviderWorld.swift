@@ -45,6 +45,10 @@ final class ProviderWorld {
         var httpRTT: ClosedRange<Int64> = 40...40
         /// Keep every output in `records`, `logs` and `statuses` (the soak does not).
         var keepHistory = true
+        /// The device sits behind a NAT (its host candidates are not reachable; its
+        /// mapped address is learned as peer-reflexive). Off: its sockets are public, as
+        /// on loopback with relay.py.
+        var deviceNAT = true
         /// Anything else of the settings (after the runtime's defaults are applied).
         var configure: (inout AgentSettings) -> Void = { _ in }
         init() {}
@@ -282,7 +286,7 @@ final class ProviderWorld {
         }
         let host = SocketAddress(ip: deviceIP, port: UInt16(5_000 + id % 1_000))
         let mapped = SocketAddress(ip: deviceIP, port: UInt16(20_000 + id % 1_000 + 1_000 * (deviceEpoch % 40)))
-        net.attach(host, side: .device, mapped: mapped)
+        net.attach(host, side: .device, mapped: options.deviceNAT ? mapped : nil)
         deviceHosts[id] = host
         sessionOfHost[host] = id
         core.socketsBound(session: id, addresses: [host], now: now)
