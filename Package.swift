@@ -70,7 +70,7 @@ let package = Package(
         .target(name: "SimulatedNetwork", dependencies: ["Wire"], path: "Tests/SimulatedNetwork"),
         .testTarget(name: "AgentTests", dependencies: ["Agent", "Wire", "JSON", "Signaling", "Peer", "ICE", "DTLS", "SDP", "SCTP",
                                                        "SimulatedNetwork"]),
-        .testTarget(name: "PeerTests", dependencies: ["Peer", "Agent", "SDP", "ICE", "DTLS", "SRTP", "RTP", "SCTP", "Codec", "Wire",
+        .testTarget(name: "PeerTests", dependencies: ["Peer", "SDP", "ICE", "DTLS", "SRTP", "RTP", "SCTP", "Codec", "Wire",
                                                       "SimulatedNetwork"]),
         .testTarget(name: "JSONTests", dependencies: ["JSON", "Wire"]),
         .testTarget(name: "RTPTests", dependencies: ["RTP", "Wire"]),

@@ -38,8 +38,9 @@ final class ProviderWorld {
         /// An uplink frame this often (nil: no audio), of `frameSamples` 48 kHz ticks.
         var uplinkEvery: Duration? = .milliseconds(20)
         var frameSamples: UInt32 = 960
-        /// One way, both directions.
+        /// One way, both directions: `delay` plus a uniform jitter in [0, `jitter`).
         var delay = Duration.milliseconds(10)
+        var jitter = Duration.zero
         var loss = 0.0
         /// An HTTP exchange's round trip, drawn per exchange (ms).
         var httpRTT: ClosedRange<Int64> = 40...40
@@ -128,6 +129,14 @@ final class ProviderWorld {
     var audioSession: Int?
     /// Called for every output after the world carried it out (the soak counts there).
     var onOutput: ((AgentOutput) -> Void)?
+    /// Called with each HTTP result just before the core gets it.
+    var onHTTPResult: ((Exchange, Result<HTTPResponse, HTTPTransportFailure>) -> Void)?
+    /// Called when a session's media gets a packet from the provider (session id).
+    var onDeviceAudio: ((Int) -> Void)?
+    /// Called after every step of the clock.
+    var onStep: (() -> Void)?
+    /// The longest the core's output queue was when the world came to drain it.
+    var outputQueuePeak = 0
     /// Things that must not happen; a test expects this empty.
     var problems: [String] = []
     /// With WORLD_TRACE set, every log line, record and request is printed as it comes
@@ -152,8 +161,8 @@ final class ProviderWorld {
     init(_ options: Options = Options()) throws {
         self.options = options
         net = DatagramNetwork(seed: options.seed)
-        net.up = Impairment(loss: options.loss, delay: options.delay)
-        net.down = Impairment(loss: options.loss, delay: options.delay)
+        net.up = Impairment(loss: options.loss, delay: options.delay, jitter: options.jitter)
+        net.down = Impairment(loss: options.loss, delay: options.delay, jitter: options.jitter)
         // Mappings move far enough that a new session's socket never lands on an old
         // mapping's port.
         net.rebindStep = 1_000
@@ -166,6 +175,7 @@ final class ProviderWorld {
         let samples = options.frameSamples
         core.makeMedia = { [unowned self] id in
             let m = FakeMedia(session: id, samples: samples)
+            m.onReceived = { [unowned self] in self.onDeviceAudio?(id) }
             self.media[id] = m
             return m
         }
@@ -218,6 +228,7 @@ final class ProviderWorld {
     // MARK: Carrying out the core's outputs
 
     func drive() {
+        outputQueuePeak = max(outputQueuePeak, core.outputs.count - core.outputHead)
         while true {
             let output = core.pollOutput()
             switch output {
@@ -337,6 +348,7 @@ final class ProviderWorld {
             core.handleTimeout(now: now)
             drive()
         }
+        onStep?()
     }
 
     func run(until end: Instant) {
@@ -398,7 +410,9 @@ final class ProviderWorld {
         if let deadline = x.deadline, deadline <= now {
             // The runtime's client gives up at the request's timeout.
             exchanges[x.id] = nil
-            core.httpFailed(x.id, HTTPTransportFailure(.noAnswer, "\(x.request.method) \(x.request.url): timed out"), now: now)
+            let failure = HTTPTransportFailure(.noAnswer, "\(x.request.method) \(x.request.url): timed out")
+            onHTTPResult?(x, .failure(failure))
+            core.httpFailed(x.id, failure, now: now)
             drive()
             return
         }
@@ -424,6 +438,7 @@ final class ProviderWorld {
             }
         case .toDevice(let result):
             exchanges[x.id] = nil
+            onHTTPResult?(x, result)
             switch result {
             case .success(let r): core.httpResponse(x.id, r, wallClock: wallClock, now: now)
             case .failure(let f): core.httpFailed(x.id, f, now: now)
@@ -493,8 +508,11 @@ final class FakeMedia: CallMedia {
         return (packet, samples)
     }
 
+    var onReceived: (() -> Void)?
+
     func received(_ audio: ReceivedAudio) {
         receivedCount += 1
+        onReceived?()
         counters.framesDecoded += 1
     }
 
