@@ -67,11 +67,13 @@ import Signaling
     }
 
     /// A call that comes back by itself (consent answered again after a 5 s hole, no
-    /// ETag so no restart): the fresh session started for it is no longer needed and is
-    /// closed while still connecting; the state is `connected` on the first session.
+    /// ETag so no restart) before the fresh session started for it has connected (its
+    /// provider is slow to answer): the fresh session is no longer needed and is closed
+    /// while still connecting; the state is `connected` on the first session.
     @Test func aCallThatComesBackMakesTheReconnectUnneeded() throws {
         let w = try ProviderWorld()
         w.provider.etag = false
+        w.provider.reply = { $0.kind == .offer && $0.count == 2 ? .slow(.seconds(5)) : .normal }
         w.startCore()
         let up = try #require(w.run(within: .seconds(5)) { w.core.state == .connected })
         w.run(until: up + .seconds(2))

@@ -191,8 +191,8 @@ final class ProviderWorld {
         let route = WorldProvider.route(o.route)
         policy.iceRestart = route.restartsICE
         var peer = PeerConfiguration(hostAddresses: [])
-        peer.ice.silenceProbe = .milliseconds(1500)
-        peer.ice.disconnectedTimeout = .milliseconds(1500)
+        peer.ice.silenceProbe = .milliseconds(1000)
+        peer.ice.disconnectedTimeout = .milliseconds(2000)
         var realtime = RealtimeSettings(turnDetection: o.pushToTalk ? .ptt : .vad)
         if o.route == .openai { realtime.transcriptionModel = "gpt-4o-mini-transcribe" }
         realtime.minimumCommitMilliseconds = 150
@@ -424,9 +424,9 @@ final class ProviderWorld {
         switch x.leg {
         case .toProvider:
             switch provider.handle(x) {
-            case .some(.respond(let r)):
+            case .some(.respond(let r, let extra)):
                 x.leg = .toDevice(.success(r))
-                x.at = now + x.rtt / 2
+                x.at = now + x.rtt / 2 + extra
             case .some(.fail(let f)):
                 x.leg = .toDevice(.failure(f))
                 x.at = now + x.rtt / 2
@@ -555,10 +555,12 @@ final class WorldProvider {
         /// The provider acts on it (a session is made, a restart applied) but the
         /// response is lost; the client gives up at the request's timeout.
         case lose
+        /// What the route's server does, answered this much later (a slow provider).
+        case slow(Duration)
     }
 
     enum Outcome {
-        case respond(HTTPResponse)
+        case respond(HTTPResponse, after: Duration = .zero)
         case fail(HTTPTransportFailure)
         case never
     }
@@ -690,6 +692,7 @@ final class WorldProvider {
         case .timeout: return nil
         case .never: return .never
         case .normal: return .respond(serve(r, request))
+        case .slow(let d): return .respond(serve(r, request), after: d)
         case .lose:
             _ = serve(r, request)
             return nil

@@ -209,6 +209,10 @@ final class CoreSoak {
         world.onHTTPResult = { [unowned self] x, result in
             guard x.purpose == .restart else { return }
             if case .success(let r) = result, r.status == 200 { restartsDone += 1 } else { restartsFailed += 1 }
+            switch result {
+            case .success(let r): note("restart of session \(x.session ?? -1): \(r.status)")
+            case .failure(let f): note("restart of session \(x.session ?? -1): \(f)")
+            }
         }
         world.onOutput = { [unowned self] out in output(out) }
         world.onStep = { [unowned self] in
@@ -498,6 +502,9 @@ final class CoreSoak {
         #expect(soak.longestCarried < .seconds(3_600), "a session carried audio for \(soak.longestCarried)")
         #expect(soak.rolloversSwitchedBeforeClose == soak.rollovers)
         #expect(soak.closedWhileCarryingHealthyAudio == 0)
+        // 1 % loss alone never makes the call `disconnected` (and an ICE restart): one lost
+        // consent check and one lost retransmission must not be enough.
+        #expect(soak.spuriousDisconnects.isEmpty, "disconnected with no fault at \(soak.spuriousDisconnects.map { $0 - soak.start })")
         // The faults happened and were ridden out.
         #expect(soak.blackholes >= 20 && soak.rebinds == 6 && soak.lostAnswers >= 5)
         #expect(soak.reconnects >= 5)
