@@ -618,8 +618,8 @@ final class WorldProvider {
 
     var sessions: [String: Session] = [:]
     var byHost: [SocketAddress: Session] = [:]
-    /// Every session ever made (peers dropped once ended), newest last.
-    var history: [Session] = []
+    /// Keep what each session received (`audio`, `messages`) and every request in
+    /// `handled` (the soak does not: a day of it would grow without bound).
     var keepHistory = true
     var counts: [RequestKind: Int] = [:]
     var nextNumber = 1
@@ -770,7 +770,6 @@ final class WorldProvider {
             let s = Session(id: id, host: host, peer: peer, coreSession: session, createdAt: now)
             sessions[id] = s
             byHost[host] = s
-            if keepHistory { history.append(s) }
             if let session { sessionOfCore[session] = s }
             peer.start(now: now)
             let answer = try peer.acceptOffer(sdp, now: now)
