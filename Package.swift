@@ -65,8 +65,13 @@ let package = Package(
         .testTarget(name: "SDPTests", dependencies: ["SDP", "Wire"], exclude: ["Fixtures"]),
         .testTarget(name: "ICETests", dependencies: ["ICE", "Wire"]),
         .testTarget(name: "SignalingTests", dependencies: ["Signaling", "Wire", "CMbedTLS"], exclude: ["Fixtures"]),
-        .testTarget(name: "AgentTests", dependencies: ["Agent", "Wire", "JSON"]),
-        .testTarget(name: "PeerTests", dependencies: ["Peer", "Agent", "SDP", "ICE", "DTLS", "SRTP", "RTP", "SCTP", "Codec", "Wire"]),
+        // The in-memory network (seeded impairment, black holes, NAT) that the peer tests
+        // and the agent-core tests share; test support only, never in a product.
+        .target(name: "SimulatedNetwork", dependencies: ["Wire"], path: "Tests/SimulatedNetwork"),
+        .testTarget(name: "AgentTests", dependencies: ["Agent", "Wire", "JSON", "Signaling", "Peer", "ICE", "DTLS", "SDP", "SCTP",
+                                                       "SimulatedNetwork"]),
+        .testTarget(name: "PeerTests", dependencies: ["Peer", "SDP", "ICE", "DTLS", "SRTP", "RTP", "SCTP", "Codec", "Wire",
+                                                      "SimulatedNetwork"]),
         .testTarget(name: "JSONTests", dependencies: ["JSON", "Wire"]),
         .testTarget(name: "RTPTests", dependencies: ["RTP", "Wire"]),
         .target(name: "CAllocCounter", path: "Tests/CAllocCounter"),

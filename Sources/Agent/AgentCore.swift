@@ -646,6 +646,9 @@ public final class AgentCore {
             guard final else { return }
             if role == .user { lastUserText = text } else { lastAssistantText = text }
             log(.info, e.description)
+            // The file is rewritten now: otherwise a kiosk UI would see the line only at
+            // the next state change or stats tick (stats-seconds is 0 by default).
+            writeStatus()
         case .providerError(let code, _, _):
             // Cancelling a response that had just finished is a race nobody can avoid.
             log(code == "response_cancel_not_active" ? .debug : .warning, e.description)
