@@ -103,10 +103,6 @@ public enum TurnDetection: String, Sendable, Equatable, CaseIterable {
     case vad
 }
 
-public enum LogLevel: String, Sendable, Equatable, CaseIterable {
-    case error, warn, info, debug
-}
-
 /// Which channel of a multi-channel capture device becomes the mono voice.
 public enum CaptureChannel: Sendable, Equatable {
     /// The average of all channels.
@@ -467,7 +463,9 @@ public struct Config: Sendable, Equatable {
         case "seconds": seconds = try whole(value, 0...Int(Int32.max), bad("a whole number ≥ 0"))
         case "stun": stun = try hostPort(value, bad)
         case "interfaces": interfaces = try interfaceList(value, bad)
-        case "log-level": logLevel = try choice(value, bad)
+        case "log-level":
+            guard let level = LogLevel(name: lowercasedASCII(value)) else { throw bad("one of error, warn, info, debug") }
+            logLevel = level
         case "stats-seconds": statsSeconds = try whole(value, 0...86_400, bad("a whole number of seconds from 0 to 86400"))
         case "status-file": statusFile = value
         case "rate":

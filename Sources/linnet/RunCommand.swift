@@ -124,7 +124,7 @@ enum RunCommand {
 
     static func execute(_ args: [String]) throws(CLIFailure) -> ExitStatus {
         let (config, configPath) = try loadConfig(args, requireRoute: true)
-        Log.level = Platform.LogLevel(name: config.logLevel.rawValue) ?? .info
+        Log.level = config.logLevel
         if let configPath { Log.info("config: \(configPath)") }
         let route = try route(config)
         let token = try token(config)
