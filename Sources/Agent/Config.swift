@@ -23,6 +23,7 @@
 ///   optional sign, digits and an optional fraction; no exponents.
 import Signaling
 import Wire
+import Audio
 
 // MARK: Errors
 
@@ -84,16 +85,6 @@ public enum ConfigError: Error, Equatable, Sendable, CustomStringConvertible {
 }
 
 // MARK: Value types
-
-/// How the push-to-talk button gates the microphone (CLI.md `--ptt-mode`).
-public enum PTTMode: String, Sendable, Equatable, CaseIterable {
-    /// Talk while the button is held.
-    case hold
-    /// Each press switches between talking and muted.
-    case toggle
-    /// The microphone is open; the button is not used to gate it.
-    case open
-}
 
 /// How the provider decides a user's turn has ended.
 public enum TurnDetection: String, Sendable, Equatable, CaseIterable {
