@@ -41,7 +41,8 @@ let package = Package(
         .target(name: "Peer", dependencies: ["Wire", "SDP", "ICE", "DTLS", "SRTP", "RTP", "SCTP"]),
         .target(name: "Audio", dependencies: ["Wire"]),
         .target(name: "Codec", dependencies: ["COpus"]),
-        .target(name: "Signaling", dependencies: ["Wire", "JSON", "SDP", "CMbedTLS"]),
+        // The DRBG is DTLS's (one class for TLS and DTLS).
+        .target(name: "Signaling", dependencies: ["Wire", "JSON", "SDP", "DTLS", "CMbedTLS"]),
         .target(name: "Agent", dependencies: ["Wire", "Peer", "ICE", "DTLS", "SDP", "SCTP", "Signaling", "Audio", "JSON"]),
 
         // IO modules: the only ones that touch the system (with the executable).

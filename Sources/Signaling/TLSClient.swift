@@ -25,6 +25,7 @@
 ///   a Pi: `TLSTrustStore` parses it once and is shared by every connection.
 import CMbedTLS
 import Wire
+import DTLS
 
 // MARK: Errors
 
@@ -314,28 +315,21 @@ public final class TLSTrustStore {
     }
 }
 
-/// A CTR-DRBG seeded from the system's entropy (getrandom), for handshakes. One per
-/// loop is enough; connections share it (they all run on the loop thread).
-public final class TLSRandom {
-    let entropy: UnsafeMutablePointer<mbedtls_entropy_context>
-    let drbg: UnsafeMutablePointer<mbedtls_ctr_drbg_context>
+/// The TLS client's random source: the DTLS module's CTR-DRBG (the same mbedtls
+/// entropy + CTR-DRBG pair; there used to be a copy of the class here). One per loop is
+/// enough; connections share it (they all run on the loop thread).
+public typealias TLSRandom = CryptoRandom
 
-    public init() throws(TLSError) {
-        entropy = .allocate(capacity: 1)
-        drbg = .allocate(capacity: 1)
-        mbedtls_entropy_init(entropy)
-        mbedtls_ctr_drbg_init(drbg)
-        let custom = Array("linnet-tls".utf8)
-        let r = mbedtls_ctr_drbg_seed(drbg, mbedtls_entropy_func, entropy, custom, custom.count)
-        // A throw after full initialization runs deinit, which frees both contexts.
-        if r != 0 { throw .setup(call: "mbedtls_ctr_drbg_seed", code: r) }
-    }
-
-    deinit {
-        mbedtls_ctr_drbg_free(drbg)
-        mbedtls_entropy_free(entropy)
-        drbg.deallocate()
-        entropy.deallocate()
+extension CryptoRandom {
+    /// A DRBG for TLS, seeded as the client's own used to be ("linnet-tls"
+    /// personalization), its failure in the TLS error vocabulary.
+    public static func tls() throws(TLSError) -> CryptoRandom {
+        do throws(DTLSError) {
+            return try CryptoRandom(personalization: "linnet-tls")
+        } catch {
+            if case .crypto(let call, let code) = error { throw .setup(call: call, code: code) }
+            throw .setup(call: "mbedtls_ctr_drbg_seed", code: 0)
+        }
     }
 }
 

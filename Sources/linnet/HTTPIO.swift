@@ -221,7 +221,7 @@ final class HTTPClient {
     func tlsRandom() throws(HTTPClientError) -> TLSRandom {
         if let random { return random }
         do throws(TLSError) {
-            let r = try TLSRandom()
+            let r = try TLSRandom.tls()
             random = r
             return r
         } catch {
