@@ -6,6 +6,7 @@ import Platform
 import Devices
 import Audio
 import Agent
+import Settings
 
 extension GPIOLine {
     var id: GPIOLineID {

@@ -32,6 +32,7 @@ import Wire
 import Platform
 import Signaling
 import Agent
+import DTLS
 
 /// Why an HTTP exchange failed, worded for the log.
 enum HTTPClientError: Error, CustomStringConvertible {
