@@ -17,7 +17,7 @@ let package = Package(
         // For the fuzz package in Fuzz/ (a separate package, so libFuzzer's main never
         // meets `swift build`/`swift test` here): the modules that parse outside bytes.
         .library(name: "LinnetParsers",
-                 targets: ["Wire", "JSON", "SDP", "ICE", "DTLS", "RTP", "SCTP", "Signaling", "Audio", "Agent"]),
+                 targets: ["Wire", "JSON", "SDP", "ICE", "DTLS", "RTP", "SCTP", "Signaling", "Audio", "Settings", "Agent"]),
     ],
     targets: [
         // C libraries (module maps plus the thinnest shims).
@@ -41,8 +41,11 @@ let package = Package(
         .target(name: "Peer", dependencies: ["Wire", "SDP", "ICE", "DTLS", "SRTP", "RTP", "SCTP"]),
         .target(name: "Audio", dependencies: ["Wire"]),
         .target(name: "Codec", dependencies: ["COpus"]),
-        .target(name: "Signaling", dependencies: ["Wire", "JSON", "SDP", "CMbedTLS"]),
-        .target(name: "Agent", dependencies: ["Wire", "Peer", "ICE", "DTLS", "SDP", "SCTP", "Signaling", "Audio", "JSON"]),
+        // The DRBG is DTLS's (one class for TLS and DTLS).
+        .target(name: "Signaling", dependencies: ["Wire", "JSON", "SDP", "DTLS", "CMbedTLS"]),
+        // Every command's options, one table, and the typed Config filled from it.
+        .target(name: "Settings", dependencies: ["Wire", "Audio", "Signaling"]),
+        .target(name: "Agent", dependencies: ["Wire", "Peer", "ICE", "DTLS", "SDP", "SCTP", "Signaling", "Audio", "JSON", "Settings"]),
 
         // IO modules: the only ones that touch the system (with the executable).
         .target(name: "Platform", dependencies: ["Wire", "CSystem"]),
@@ -51,7 +54,7 @@ let package = Package(
         // The executable: CLI and wiring only.
         .executableTarget(name: "linnet",
                           dependencies: ["Wire", "JSON", "SDP", "ICE", "DTLS", "SRTP", "RTP", "SCTP", "Peer",
-                                         "Audio", "Codec", "Signaling", "Agent", "Platform", "Devices", "CSystem"],
+                                         "Audio", "Codec", "Signaling", "Settings", "Agent", "Platform", "Devices", "CSystem"],
                           linkerSettings: [.linkedLibrary("m")]),
 
         // One test target per module.
@@ -61,14 +64,15 @@ let package = Package(
         .testTarget(name: "SRTPTests", dependencies: ["SRTP", "Wire", "CMbedTLS"]),
         .testTarget(name: "DTLSTests", dependencies: ["DTLS", "Wire", "CMbedTLS"]),
         .testTarget(name: "DevicesTests", dependencies: ["Devices", "Audio", "Platform", "Wire"]),
-        .testTarget(name: "CLITests", dependencies: ["linnet"]),
+        .testTarget(name: "CLITests", dependencies: ["linnet", "Settings"]),
         .testTarget(name: "SDPTests", dependencies: ["SDP", "Wire"], exclude: ["Fixtures"]),
         .testTarget(name: "ICETests", dependencies: ["ICE", "Wire"]),
         .testTarget(name: "SignalingTests", dependencies: ["Signaling", "Wire", "CMbedTLS"], exclude: ["Fixtures"]),
         // The in-memory network (seeded impairment, black holes, NAT) that the peer tests
         // and the agent-core tests share; test support only, never in a product.
         .target(name: "SimulatedNetwork", dependencies: ["Wire"], path: "Tests/SimulatedNetwork"),
-        .testTarget(name: "AgentTests", dependencies: ["Agent", "Wire", "JSON", "Signaling", "Peer", "ICE", "DTLS", "SDP", "SCTP",
+        .testTarget(name: "SettingsTests", dependencies: ["Settings", "Wire", "Audio", "Signaling"]),
+        .testTarget(name: "AgentTests", dependencies: ["Agent", "Settings", "Wire", "JSON", "Signaling", "Peer", "ICE", "DTLS", "SDP", "SCTP",
                                                        "SimulatedNetwork"]),
         .testTarget(name: "PeerTests", dependencies: ["Peer", "SDP", "ICE", "DTLS", "SRTP", "RTP", "SCTP", "Codec", "Wire",
                                                       "SimulatedNetwork"]),

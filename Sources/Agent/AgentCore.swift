@@ -39,10 +39,9 @@ public enum ExitStatus: Int32, Sendable {
     case config = 78
 }
 
-/// Severity of a line the core wants logged (the runtime owns the log).
-public enum AgentLogLevel: Sendable, Equatable {
-    case error, warning, info, debug
-}
+/// Severity of a line the core wants logged (the runtime owns the log): the program's
+/// one log level (Wire's, which Platform's Log filters by), not a copy of it.
+public typealias AgentLogLevel = LogLevel
 
 /// One HTTP exchange the runtime runs for the core.
 public typealias RequestID = Int

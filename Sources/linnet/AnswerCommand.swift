@@ -4,6 +4,7 @@
 // board can act as an intercom peer.
 import CSystem
 import Wire
+import Settings
 import Platform
 import JSON
 import Signaling
@@ -12,10 +13,6 @@ import Codec
 import Peer
 import SCTP
 import Agent
-
-enum AnswerMode: String {
-    case echo, tone
-}
 
 final class Answerer {
     let loop: EventLoop
@@ -268,30 +265,17 @@ struct CLIFailure: Error {
 
 enum AnswerCommand {
     static func run(_ args: [String]) -> ExitStatus {
-        let options: Options
-        do throws(Options.Failure) {
-            options = try Options(args, valued: ["listen", "mode", "seconds", "log-level"])
-        } catch {
-            Log.error("answer: \(error.description)")
-            return .usage
+        // Flags only (`AnswerMode` and the keys are in the settings table).
+        let config: Config
+        do throws(CLIFailure) { config = try loadConfig(.answer, args).0 } catch {
+            Log.error("answer: \(error.message)")
+            return error.status
         }
-        if let level = options["log-level"] {
-            guard let l = LogLevel(name: level) else { Log.error("answer: --log-level must be error, warn, info or debug"); return .usage }
-            Log.level = l
-        }
-        guard let listenText = options["listen"], let listen = SocketAddress(listenText) else {
+        guard let listen = config.listen else {
             Log.error("answer: --listen HOST:PORT is required (e.g. 127.0.0.1:8080 or [::1]:8080)")
             return .usage
         }
-        guard let mode = AnswerMode(rawValue: options["mode"] ?? "echo") else {
-            Log.error("answer: --mode must be echo or tone")
-            return .usage
-        }
-        let seconds: Int
-        do throws(Options.Failure) { seconds = try options.int("seconds", default: 0, range: 0...31_536_000) } catch {
-            Log.error("answer: \(error.description)")
-            return .usage
-        }
+        let mode = config.answerMode, seconds = config.seconds
         do throws(CLIFailure) {
             let signals: SignalSource
             let loop: EventLoop

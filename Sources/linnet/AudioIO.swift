@@ -14,6 +14,7 @@ import Platform
 import Audio
 import Devices
 import Agent
+import Settings
 
 final class AudioIO {
     enum Uplink {
@@ -59,7 +60,7 @@ final class AudioIO {
     /// Builds the capture side from config: the device (or `input` file, paced in real
     /// time as a microphone would deliver it), the hook chain, the mute gate last.
     static func capture(config: Config, loop: EventLoop) throws(CLIFailure) -> (Uplink, MuteGate, LevelMeter) {
-        let hooks = try HookOptions(config: config)
+        let hooks = try AudioSetup(config: config)
         var request = PCMRequest()
         request.channels = hooks.channel.map { $0 + 1 } ?? 1
         let input: CaptureInput = config.input.map { .file($0, paced: true, loop: config.loopInput) } ?? .device(config.capture, request)

@@ -11,6 +11,7 @@ import Signaling
 import Devices
 import Audio
 import Agent
+import Settings
 
 enum CheckCommand {
     static func run(_ args: [String]) -> ExitStatus {
@@ -26,7 +27,7 @@ enum CheckCommand {
         func warning(_ what: String, _ text: String) { writeOut("\(what): WARNING, \(text)\n") }
         let config: Config
         do throws(CLIFailure) {
-            let (c, path) = try RunCommand.loadConfig(args, requireRoute: false)
+            let (c, path) = try loadConfig(.check, args)
             config = c
             line("config", .success(path.map { "read \($0)" } ?? "no file (defaults, environment and flags)"))
         } catch {

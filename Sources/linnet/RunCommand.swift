@@ -9,6 +9,7 @@ import Signaling
 import DTLS
 import Peer
 import Agent
+import Settings
 import Audio
 import Devices
 
@@ -19,35 +20,6 @@ enum RunCommand {
         } catch {
             Log.error(error.message)
             return error.status
-        }
-    }
-
-    /// Reads the config layers; a config error names file and line (exit 78), a bad
-    /// flag is a usage error (64).
-    static func loadConfig(_ args: [String], requireRoute: Bool) throws(CLIFailure) -> (Config, String?) {
-        let env = processEnvironment()
-        let path: String, explicit: Bool
-        do throws(ConfigError) { (path, explicit) = try Config.configPath(arguments: args, environment: env) } catch {
-            throw CLIFailure(.usage, error.description)
-        }
-        var file: (path: String, text: String)? = nil
-        if explicit || fileExists(path) {
-            do throws(FileReadError) {
-                file = (path, String(decoding: try readRegularFile(path, limit: 1 << 20).bytes, as: UTF8.self))
-            } catch {
-                throw CLIFailure(.config, "cannot read the config file \(error)")
-            }
-        }
-        do throws(ConfigError) {
-            return (try Config.load(file: file, environment: env, arguments: args, requireRoute: requireRoute), file?.path)
-        } catch {
-            switch error {
-            case .unexpectedArgument, .missingValue: throw CLIFailure(.usage, error.description)
-            case .unknownKey(_, let source, _), .badValue(_, _, _, let source):
-                if case .flag = source { throw CLIFailure(.usage, error.description) }
-                throw CLIFailure(.config, error.description)
-            default: throw CLIFailure(.config, error.description)
-            }
         }
     }
 
@@ -123,8 +95,8 @@ enum RunCommand {
     }
 
     static func execute(_ args: [String]) throws(CLIFailure) -> ExitStatus {
-        let (config, configPath) = try loadConfig(args, requireRoute: true)
-        Log.level = Platform.LogLevel(name: config.logLevel.rawValue) ?? .info
+        let (config, configPath) = try loadConfig(.run, args, requireRoute: true)
+        Log.level = config.logLevel
         if let configPath { Log.info("config: \(configPath)") }
         let route = try route(config)
         let token = try token(config)

@@ -12,6 +12,7 @@ import DTLS
 import Peer
 import ICE
 import Agent
+import Settings
 import Devices
 import Codec
 import Audio

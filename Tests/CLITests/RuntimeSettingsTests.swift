@@ -1,6 +1,7 @@
 import Testing
 @testable import linnet
 import Agent
+import Settings
 import Signaling
 import Wire
 
