@@ -17,7 +17,7 @@ let package = Package(
         // For the fuzz package in Fuzz/ (a separate package, so libFuzzer's main never
         // meets `swift build`/`swift test` here): the modules that parse outside bytes.
         .library(name: "LinnetParsers",
-                 targets: ["Wire", "JSON", "SDP", "ICE", "DTLS", "RTP", "SCTP", "Signaling", "Audio", "Agent"]),
+                 targets: ["Wire", "JSON", "SDP", "ICE", "DTLS", "RTP", "SCTP", "Signaling", "Audio", "Settings", "Agent"]),
     ],
     targets: [
         // C libraries (module maps plus the thinnest shims).
@@ -42,8 +42,11 @@ let package = Package(
         .target(name: "Audio", dependencies: ["Wire"]),
         .target(name: "Codec", dependencies: ["COpus"]),
         .target(name: "Media", dependencies: ["Wire", "Codec", "RTP"]),
-        .target(name: "Signaling", dependencies: ["Wire", "JSON", "SDP", "CMbedTLS"]),
-        .target(name: "Agent", dependencies: ["Wire", "Peer", "Signaling", "Audio", "JSON"]),
+        // The DRBG is DTLS's (one class for TLS and DTLS).
+        .target(name: "Signaling", dependencies: ["Wire", "JSON", "SDP", "DTLS", "CMbedTLS"]),
+        // Every command's options, one table, and the typed Config filled from it.
+        .target(name: "Settings", dependencies: ["Wire", "Audio", "Signaling"]),
+        .target(name: "Agent", dependencies: ["Wire", "Peer", "ICE", "DTLS", "SDP", "SCTP", "Signaling", "Audio", "Media", "JSON", "Settings"]),
 
         // IO modules: the only ones that touch the system (with the executable).
         .target(name: "Platform", dependencies: ["Wire", "CSystem"]),
@@ -52,7 +55,7 @@ let package = Package(
         // The executable: CLI and wiring only.
         .executableTarget(name: "linnet",
                           dependencies: ["Wire", "JSON", "SDP", "ICE", "DTLS", "SRTP", "RTP", "SCTP", "Peer",
-                                         "Audio", "Codec", "Media", "Signaling", "Agent", "Platform", "Devices", "CSystem"],
+                                         "Audio", "Codec", "Media", "Signaling", "Settings", "Agent", "Platform", "Devices", "CSystem"],
                           linkerSettings: [.linkedLibrary("m")]),
 
         // One test target per module.
@@ -62,12 +65,18 @@ let package = Package(
         .testTarget(name: "SRTPTests", dependencies: ["SRTP", "Wire", "CMbedTLS"]),
         .testTarget(name: "DTLSTests", dependencies: ["DTLS", "Wire", "CMbedTLS"]),
         .testTarget(name: "DevicesTests", dependencies: ["Devices", "Audio", "Platform", "Wire", "CAllocCounter"]),
-        .testTarget(name: "CLITests", dependencies: ["linnet"]),
+        .testTarget(name: "CLITests", dependencies: ["linnet", "Settings"]),
         .testTarget(name: "SDPTests", dependencies: ["SDP", "Wire"], exclude: ["Fixtures"]),
         .testTarget(name: "ICETests", dependencies: ["ICE", "Wire"]),
         .testTarget(name: "SignalingTests", dependencies: ["Signaling", "Wire", "CMbedTLS"], exclude: ["Fixtures"]),
-        .testTarget(name: "AgentTests", dependencies: ["Agent", "Wire", "JSON"]),
-        .testTarget(name: "PeerTests", dependencies: ["Peer", "Agent", "SDP", "ICE", "DTLS", "SRTP", "RTP", "SCTP", "Codec", "Media", "Wire"]),
+        // The in-memory network (seeded impairment, black holes, NAT) that the peer tests
+        // and the agent-core tests share; test support only, never in a product.
+        .target(name: "SimulatedNetwork", dependencies: ["Wire"], path: "Tests/SimulatedNetwork"),
+        .testTarget(name: "SettingsTests", dependencies: ["Settings", "Wire", "Audio", "Signaling"]),
+        .testTarget(name: "AgentTests", dependencies: ["Agent", "Settings", "Wire", "JSON", "Signaling", "Peer", "ICE", "DTLS", "SDP", "SCTP",
+                                                       "SimulatedNetwork"]),
+        .testTarget(name: "PeerTests", dependencies: ["Peer", "SDP", "ICE", "DTLS", "SRTP", "RTP", "SCTP", "Codec", "Media", "Wire",
+                                                      "SimulatedNetwork"]),
         .testTarget(name: "JSONTests", dependencies: ["JSON", "Wire"]),
         .testTarget(name: "MediaTests", dependencies: ["Media", "RTP", "Codec", "Wire"]),
         .testTarget(name: "RTPTests", dependencies: ["RTP", "Wire"]),

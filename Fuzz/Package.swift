@@ -26,6 +26,7 @@ let targets: [(name: String, deps: [Target.Dependency])] = [
     ("fuzz_dcep", ["FuzzSupport"]),
     ("fuzz_dtls", ["FuzzSupport"]),
     ("fuzz_clienthello", ["FuzzSupport"]),
+    ("fuzz_routes", ["FuzzSupport"]),
     ("fuzz_json", ["FuzzSupport"]),
     ("fuzz_http_response", ["FuzzSupport"]),
     ("fuzz_http_request", ["FuzzSupport"]),

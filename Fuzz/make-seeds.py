@@ -323,6 +323,18 @@ def clienthello():
     write("clienthello", "diff-two", differential([(0, 230, 0), (230, 47, 1)]))
     write("clienthello", "diff-overlap", differential([(200, 77, 5), (0, 100, 3), (50, 200, 4)]))
 
+
+def routes():
+    """Route inputs: Link headers as RFC 9725 §4.6 shows them, provider answers (WHIP 201
+    with Location/ETag/Link, a backend JSON answer, 307s), requests to `linnet answer`."""
+    write("routes", "link", b"\x00" + b'<stun:stun.example.net>; rel="ice-server", <turn:turn.example.net?transport=udp>; rel="ice-server"; username="user"; credential="secret"')
+    write("routes", "whip-201", b"\x01" + b"HTTP/1.1 201 Created\r\nContent-Type: application/sdp\r\nLocation: /base/whip/s1\r\nETag: \"s1-1\"\r\n"
+          b"Link: <stun:stun.example.net>; rel=\"ice-server\"\r\nContent-Length: 5\r\n\r\nv=0\r\n")
+    write("routes", "backend-200", b"\x01" + b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 26\r\n\r\n{\"id\":\"v1\",\"sdp\":\"v=0\\r\\n\"}")
+    write("routes", "redirect", b"\x01" + b"HTTP/1.1 307 Temporary Redirect\r\nLocation: https://eu.provider.example/whip\r\nContent-Length: 0\r\n\r\n")
+    write("routes", "server-offer", b"\x02" + b"POST /voice/chat7 HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 13\r\n\r\n{\"sdp\":\"v=0\"}")
+    write("routes", "server-delete", b"\x02" + b"DELETE /whip/s1 HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\n\r\n")
+
 def json_():
     samples = {
         "session-update": '{"type":"session.update","session":{"instructions":"Be brief.","voice":"alloy","turn_detection":{"type":"server_vad","threshold":0.5}}}',
@@ -396,7 +408,7 @@ instructions = "Be brief.\\nAnswer in English."
 
 if __name__ == "__main__":
     os.makedirs(os.path.join(CORPUS, "sdp"), exist_ok=True)
-    for f in (stun, candidate, sdp, rtp, rtcp, sctp, dtls, clienthello, json_, http, wav, config):
+    for f in (stun, candidate, sdp, rtp, rtcp, sctp, dtls, clienthello, routes, json_, http, wav, config):
         f()
     for t in sorted(os.listdir(CORPUS)):
         print(t, len(os.listdir(os.path.join(CORPUS, t))))

@@ -61,6 +61,7 @@
 ///   naming one can be reported with the client event type that caused it.
 import JSON
 import Wire
+import Settings
 
 // MARK: Settings
 

@@ -75,31 +75,36 @@ extension DTLSError {
         }
         return "DTLS handshake: the peer refused the handshake with \(alert)\(meaning)"
     }
+}
 
-    /// Alert names (RFC 5246 §7.2, RFC 6066 §3).
-    static func alertName(_ code: UInt8) -> String {
-        switch code {
-        case 0: return "close_notify"
-        case 10: return "unexpected_message"
-        case 20: return "bad_record_mac"
-        case 22: return "record_overflow"
-        case 40: return "handshake_failure"
-        case 42: return "bad_certificate"
-        case 43: return "unsupported_certificate"
-        case 44: return "certificate_revoked"
-        case 45: return "certificate_expired"
-        case 46: return "certificate_unknown"
-        case 47: return "illegal_parameter"
-        case 48: return "unknown_ca"
-        case 49: return "access_denied"
-        case 50: return "decode_error"
-        case 51: return "decrypt_error"
-        case 70: return "protocol_version"
-        case 71: return "insufficient_security"
-        case 80: return "internal_error"
-        case 90: return "user_canceled"
-        case 110: return "unsupported_extension"
-        default: return "alert"
-        }
+/// The name of a TLS/DTLS alert (RFC 5246 §7.2, RFC 6066 §3, RFC 7301 §3.2): one table
+/// for the DTLS connection's messages and the TLS client's (Signaling).
+public func alertName(_ code: UInt8) -> String {
+    switch code {
+    case 0: return "close_notify"
+    case 10: return "unexpected_message"
+    case 20: return "bad_record_mac"
+    case 22: return "record_overflow"
+    case 40: return "handshake_failure"
+    case 42: return "bad_certificate"
+    case 43: return "unsupported_certificate"
+    case 44: return "certificate_revoked"
+    case 45: return "certificate_expired"
+    case 46: return "certificate_unknown"
+    case 47: return "illegal_parameter"
+    case 48: return "unknown_ca"
+    case 49: return "access_denied"
+    case 50: return "decode_error"
+    case 51: return "decrypt_error"
+    case 70: return "protocol_version"
+    case 71: return "insufficient_security"
+    case 80: return "internal_error"
+    case 90: return "user_canceled"
+    case 100: return "no_renegotiation"
+    case 110: return "unsupported_extension"
+    case 112: return "unrecognized_name"
+    case 120: return "no_application_protocol"
+    default: return "alert"
     }
 }
+

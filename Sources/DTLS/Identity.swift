@@ -60,10 +60,14 @@ public var mbedtlsVersion: String {
     return stringFromCBuffer(buf)
 }
 
-/// A CTR-DRBG seeded from the system's entropy, for key generation and handshakes.
+/// A CTR-DRBG seeded from the system's entropy, for key generation and handshakes: the
+/// program's one DRBG class (DTLS, the certificate, ICE credentials, and the TLS client
+/// in Signaling, which calls it `TLSRandom`).
 public final class CryptoRandom {
     let entropy: UnsafeMutablePointer<mbedtls_entropy_context>
-    let drbg: UnsafeMutablePointer<mbedtls_ctr_drbg_context>
+    /// The context mbedtls' RNG callbacks take (`mbedtls_ssl_conf_rng(conf,
+    /// mbedtls_ctr_drbg_random, random.drbg)`), public for the TLS client in Signaling.
+    public let drbg: UnsafeMutablePointer<mbedtls_ctr_drbg_context>
 
     public init(personalization: String = "linnet") throws(DTLSError) {
         entropy = .allocate(capacity: 1)

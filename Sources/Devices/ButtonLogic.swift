@@ -24,16 +24,7 @@
 /// Drive contract (ARCHITECTURE.md "Drive loop"): after `handleEdge` or `handleTimeout`,
 /// drain `pollOutput()` until it returns `.timeout`, and call `handleTimeout` then.
 import Wire
-
-/// How the button gates the microphone (the agent's `ptt-mode`).
-public enum ButtonMode: String, Sendable, Equatable, CaseIterable {
-    /// Talk while the button is held.
-    case hold
-    /// Each press switches between talking and muted.
-    case toggle
-    /// The microphone stays open; only long presses are reported.
-    case open
-}
+import Audio
 
 /// What the button means to the agent.
 public enum ButtonEvent: Sendable, Equatable, CustomStringConvertible {
@@ -61,7 +52,7 @@ public struct ButtonLogic: Sendable {
     public static let defaultDebounce = Duration.milliseconds(20)
     public static let defaultLongPress = Duration.seconds(3)
 
-    public let mode: ButtonMode
+    public let mode: PTTMode
     public let debounce: Duration
     /// Nil: long presses are not reported.
     public let longPress: Duration?
@@ -83,7 +74,7 @@ public struct ButtonLogic: Sendable {
     ///   - pressed: the line's level when it was opened (a held button is ignored until
     ///     it is released).
     ///   - now: when that level was read.
-    public init(mode: ButtonMode, debounce: Duration = ButtonLogic.defaultDebounce,
+    public init(mode: PTTMode, debounce: Duration = ButtonLogic.defaultDebounce,
                 longPress: Duration? = ButtonLogic.defaultLongPress, pressed: Bool = false, now: Instant) {
         self.mode = mode
         self.debounce = debounce

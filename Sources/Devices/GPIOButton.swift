@@ -27,6 +27,7 @@ import CALSA
 import CGPIOD
 import Wire
 import Platform
+import Audio
 
 /// A GPIO line: by name (`GPIO17`, as the device tree names it) or chip and offset.
 public enum GPIOLineID: Sendable, Equatable, CustomStringConvertible {
@@ -375,7 +376,7 @@ public final class GPIOButton {
 
     /// Opens the button: finds the line, requests both edges active-low with a pull-up
     /// (without it if refused, with a warning), and reads its level.
-    public static func open(line id: GPIOLineID, mode: ButtonMode,
+    public static func open(line id: GPIOLineID, mode: PTTMode,
                             debounce: Duration = ButtonLogic.defaultDebounce,
                             longPress: Duration? = ButtonLogic.defaultLongPress,
                             library: any GPIOLibrary = LibGPIOD(),

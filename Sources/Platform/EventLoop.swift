@@ -209,3 +209,39 @@ public final class EventLoop {
         armedDeadline = earliest
     }
 }
+
+/// The timer of one sans-IO machine on the loop: the machine's last `.timeout(t)` is
+/// armed here, re-armed only when `t` changes, and `fire` runs at it (after which the
+/// owner calls the machine's `handleTimeout` and drains it again, re-arming). Every
+/// driver of a `handle`/`pollOutput`/`.timeout` contract uses one of these rather than
+/// its own copy of the bookkeeping.
+public final class DeadlineTimer {
+    let loop: EventLoop
+    let fire: () -> Void
+    var timer: EventLoop.TimerID?
+    public private(set) var deadline = Instant.distantFuture
+
+    public init(loop: EventLoop, fire: @escaping () -> Void) {
+        self.loop = loop
+        self.fire = fire
+    }
+
+    /// Wants `fire` at `deadline` (`distantFuture`: never).
+    public func arm(_ deadline: Instant) {
+        guard deadline != self.deadline else { return }
+        cancel()
+        self.deadline = deadline
+        guard deadline < .distantFuture else { return }
+        timer = loop.schedule(at: deadline) { [self] in
+            self.timer = nil
+            self.deadline = .distantFuture
+            self.fire()
+        }
+    }
+
+    public func cancel() {
+        if let timer { loop.cancel(timer) }
+        timer = nil
+        deadline = .distantFuture
+    }
+}

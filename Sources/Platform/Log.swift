@@ -1,35 +1,5 @@
 import CSystem
-
-/// Severity of a log line, with its syslog/journald priority number.
-public enum LogLevel: Int32, Comparable, Sendable {
-    case error = 3
-    case warning = 4
-    case info = 6
-    case debug = 7
-
-    /// Ordered by verbosity: error < warning < info < debug.
-    public static func < (a: LogLevel, b: LogLevel) -> Bool { a.rawValue < b.rawValue }
-
-    /// Parses the `--log-level` spellings (`error`, `warn`/`warning`, `info`, `debug`).
-    public init?(name: String) {
-        switch name {
-        case "error": self = .error
-        case "warn", "warning": self = .warning
-        case "info": self = .info
-        case "debug": self = .debug
-        default: return nil
-        }
-    }
-
-    var word: String {
-        switch self {
-        case .error: return "error"
-        case .warning: return "warning"
-        case .info: return "info"
-        case .debug: return "debug"
-        }
-    }
-}
+import Wire
 
 /// Logging to standard error, one `write(2)` per line so lines from different threads
 /// never interleave. Under systemd (`$JOURNAL_STREAM` set) each line starts with the

@@ -25,6 +25,7 @@
 ///   a Pi: `TLSTrustStore` parses it once and is shared by every connection.
 import CMbedTLS
 import Wire
+import DTLS
 
 // MARK: Errors
 
@@ -156,36 +157,6 @@ func mbedtlsText(_ code: Int32) -> String {
     return stringFromCBuffer(buf)
 }
 
-/// Names of the alerts a client is likely to meet (RFC 5246 §7.2, RFC 6066 §3).
-func alertName(_ code: UInt8) -> String {
-    switch code {
-    case 0: return "close_notify"
-    case 10: return "unexpected_message"
-    case 20: return "bad_record_mac"
-    case 22: return "record_overflow"
-    case 40: return "handshake_failure"
-    case 42: return "bad_certificate"
-    case 43: return "unsupported_certificate"
-    case 44: return "certificate_revoked"
-    case 45: return "certificate_expired"
-    case 46: return "certificate_unknown"
-    case 47: return "illegal_parameter"
-    case 48: return "unknown_ca"
-    case 49: return "access_denied"
-    case 50: return "decode_error"
-    case 51: return "decrypt_error"
-    case 70: return "protocol_version"
-    case 71: return "insufficient_security"
-    case 80: return "internal_error"
-    case 90: return "user_canceled"
-    case 100: return "no_renegotiation"
-    case 110: return "unsupported_extension"
-    case 112: return "unrecognized_name"
-    case 120: return "no_application_protocol"
-    default: return "alert"
-    }
-}
-
 // MARK: Dates (certificate validity against the caller's wall clock)
 
 /// Days since 1970-01-01 of a proleptic Gregorian date: eras of 400 years (146,097
@@ -314,28 +285,21 @@ public final class TLSTrustStore {
     }
 }
 
-/// A CTR-DRBG seeded from the system's entropy (getrandom), for handshakes. One per
-/// loop is enough; connections share it (they all run on the loop thread).
-public final class TLSRandom {
-    let entropy: UnsafeMutablePointer<mbedtls_entropy_context>
-    let drbg: UnsafeMutablePointer<mbedtls_ctr_drbg_context>
+/// The TLS client's random source: the DTLS module's CTR-DRBG (the same mbedtls
+/// entropy + CTR-DRBG pair; there used to be a copy of the class here). One per loop is
+/// enough; connections share it (they all run on the loop thread).
+public typealias TLSRandom = CryptoRandom
 
-    public init() throws(TLSError) {
-        entropy = .allocate(capacity: 1)
-        drbg = .allocate(capacity: 1)
-        mbedtls_entropy_init(entropy)
-        mbedtls_ctr_drbg_init(drbg)
-        let custom = Array("linnet-tls".utf8)
-        let r = mbedtls_ctr_drbg_seed(drbg, mbedtls_entropy_func, entropy, custom, custom.count)
-        // A throw after full initialization runs deinit, which frees both contexts.
-        if r != 0 { throw .setup(call: "mbedtls_ctr_drbg_seed", code: r) }
-    }
-
-    deinit {
-        mbedtls_ctr_drbg_free(drbg)
-        mbedtls_entropy_free(entropy)
-        drbg.deallocate()
-        entropy.deallocate()
+extension CryptoRandom {
+    /// A DRBG for TLS, seeded as the client's own used to be ("linnet-tls"
+    /// personalization), its failure in the TLS error vocabulary.
+    public static func tls() throws(TLSError) -> CryptoRandom {
+        do throws(DTLSError) {
+            return try CryptoRandom(personalization: "linnet-tls")
+        } catch {
+            if case .crypto(let call, let code) = error { throw .setup(call: call, code: code) }
+            throw .setup(call: "mbedtls_ctr_drbg_seed", code: 0)
+        }
     }
 }
 

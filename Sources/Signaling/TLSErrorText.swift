@@ -3,6 +3,7 @@
 // in parentheses. Codes without words keep mbedtls' own text. Certificates that do not
 // verify are `TLSError.certificateRejected`, which names its reasons already.
 import CMbedTLS
+import DTLS
 
 extension TLSError {
     /// "TLS handshake: <words> (-0x7200)", or "TLS: <call>: <mbedtls text> (-0x…)".

@@ -4,6 +4,7 @@
 // board can act as an intercom peer.
 import CSystem
 import Wire
+import Settings
 import Platform
 import JSON
 import Signaling
@@ -11,10 +12,7 @@ import DTLS
 import Codec
 import Peer
 import SCTP
-
-enum AnswerMode: String {
-    case echo, tone
-}
+import Agent
 
 final class Answerer {
     let loop: EventLoop
@@ -67,68 +65,41 @@ final class Answerer {
 
     var address: SocketAddress { server.address }
 
+    /// One request on the WHIP or backend route, parsed and answered with the shapes
+    /// `linnet run` reads (Signaling/Routes.swift holds both sides).
     func handle(_ request: HTTPServerRequest, respond: @escaping (HTTPResponse) -> Void) {
-        let path = request.target.split(separator: "?", maxSplits: 1)[0]
-        let parts = path.split(separator: "/").map(String.init)
         Log.debug("answer: \(request.method) \(request.target)")
-        switch (request.method, parts.count) {
-        case ("POST", 2) where parts[0] == "voice":
-            // Backend route: {"sdp": offer} → {"id", "sdp"}.
-            guard let json = try? JSONValue.parse(request.body), let offer = json["sdp"]?.string else {
-                respond(textResponse(400, "expected a JSON body {\"sdp\": \"…\"}"))
-                return
-            }
-            offerReceived(offer, respond: respond) { id, answer in
-                let body: JSONValue = ["id": .string(id), "sdp": .string(answer)]
-                return HTTPResponse(status: 200, headers: HTTPHeaders([("Content-Type", "application/json")]), body: body.serialized())
-            }
-        case ("POST", 4) where parts[0] == "voice" && parts[3] == "close":
-            guard let seconds = closeSession(parts[2]) else { respond(textResponse(404, "no such voice")); return }
-            let body: JSONValue = ["seconds": .number(JSONNumber(seconds))]
-            respond(HTTPResponse(status: 200, headers: HTTPHeaders([("Content-Type", "application/json")]), body: body.serialized()))
-        case ("POST", _):
-            // WHIP: the endpoint may be any path; the offer is the body.
-            guard request.headers["Content-Type"].map({ lowercasedASCII($0).hasPrefix("application/sdp") }) ?? false else {
-                respond(textResponse(415, "WHIP offers are application/sdp"))
-                return
-            }
-            let offer = String(decoding: request.body, as: UTF8.self)
-            offerReceived(offer, respond: respond) { id, answer in
-                // An ETag says ICE restarts are welcome (RFC 9725 §4.3.1).
-                HTTPResponse(status: 201, headers: HTTPHeaders([("Content-Type", "application/sdp"), ("Location", "/whip/\(id)"),
-                                                                ("ETag", "\"\(id)-1\"")]),
-                             body: Array(answer.utf8))
-            }
-        case ("PATCH", 2) where parts[0] == "whip":
+        switch RouteServer.parse(method: request.method, target: request.target, headers: request.headers, body: request.body) {
+        case .refuse(let response):
+            respond(response)
+        case .request(.backendOffer(_, let offer)):
+            offerReceived(offer, respond: respond) { id, answer in RouteServer.backendAnswered(id: id, answer: answer) }
+        case .request(.backendClose(_, let id)):
+            guard let seconds = closeSession(id) else { return respond(RouteServer.text(404, "no such voice")) }
+            respond(RouteServer.backendClosed(seconds: seconds))
+        case .request(.whipOffer(let offer)):
+            // An ETag says ICE restarts are welcome (RFC 9725 §4.3.1).
+            offerReceived(offer, respond: respond) { id, answer in RouteServer.whipCreated(id: id, answer: answer, etag: "\"\(id)-1\"") }
+        case .request(.whipRestart(let id, let text)):
             // ICE restart (RFC 9725 §4.3.2): an RFC 8840 fragment with new credentials in,
             // ours out, DTLS and SRTP untouched.
-            guard let s = sessions[parts[1]] else { respond(textResponse(404, "no such session")); return }
-            guard request.headers["Content-Type"].map({ lowercasedASCII($0).hasPrefix("application/trickle-ice-sdpfrag") }) ?? false else {
-                respond(textResponse(415, "ICE restarts are application/trickle-ice-sdpfrag"))
-                return
-            }
+            guard let s = sessions[id] else { return respond(RouteServer.text(404, "no such session")) }
             do throws(PeerError) {
-                let fragment = try s.call.peer.acceptRestartFragment(String(decoding: request.body, as: UTF8.self), now: loop.now)
+                let fragment = try s.call.peer.acceptRestartFragment(text, now: loop.now)
                 s.call.pump()
                 s.restarts += 1
                 Log.info("answer: session \(s.id): ICE restart")
-                respond(HTTPResponse(status: 200, headers: HTTPHeaders([("Content-Type", "application/trickle-ice-sdpfrag"),
-                                                                       ("ETag", "\"\(s.id)-\(s.restarts + 1)\"")]),
-                                     body: Array(fragment.utf8)))
+                respond(RouteServer.restarted(fragment: fragment, etag: "\"\(s.id)-\(s.restarts + 1)\""))
             } catch {
-                respond(textResponse(400, error.description))
+                respond(RouteServer.text(400, error.description))
             }
-        case ("DELETE", 2) where parts[0] == "whip":
-            guard closeSession(parts[1]) != nil else { respond(textResponse(404, "no such session")); return }
+        case .request(.whipDelete(let id)):
+            guard closeSession(id) != nil else { return respond(RouteServer.text(404, "no such session")) }
             respond(HTTPResponse(status: 200))
-        default:
-            respond(textResponse(405, "not a WHIP or voice route"))
         }
     }
 
-    func textResponse(_ status: Int, _ text: String) -> HTTPResponse {
-        HTTPResponse(status: status, headers: HTTPHeaders([("Content-Type", "text/plain")]), body: Array((text + "\n").utf8))
-    }
+    func textResponse(_ status: Int, _ text: String) -> HTTPResponse { RouteServer.text(status, text) }
 
     func offerReceived(_ offer: String, respond: @escaping (HTTPResponse) -> Void,
                        success: @escaping (String, String) -> HTTPResponse) {
@@ -294,30 +265,17 @@ struct CLIFailure: Error {
 
 enum AnswerCommand {
     static func run(_ args: [String]) -> ExitStatus {
-        let options: Options
-        do throws(Options.Failure) {
-            options = try Options(args, valued: ["listen", "mode", "seconds", "log-level"])
-        } catch {
-            Log.error("answer: \(error.description)")
-            return .usage
+        // Flags only (`AnswerMode` and the keys are in the settings table).
+        let config: Config
+        do throws(CLIFailure) { config = try loadConfig(.answer, args).0 } catch {
+            Log.error("answer: \(error.message)")
+            return error.status
         }
-        if let level = options["log-level"] {
-            guard let l = LogLevel(name: level) else { Log.error("answer: --log-level must be error, warn, info or debug"); return .usage }
-            Log.level = l
-        }
-        guard let listenText = options["listen"], let listen = SocketAddress(listenText) else {
+        guard let listen = config.listen else {
             Log.error("answer: --listen HOST:PORT is required (e.g. 127.0.0.1:8080 or [::1]:8080)")
             return .usage
         }
-        guard let mode = AnswerMode(rawValue: options["mode"] ?? "echo") else {
-            Log.error("answer: --mode must be echo or tone")
-            return .usage
-        }
-        let seconds: Int
-        do throws(Options.Failure) { seconds = try options.int("seconds", default: 0, range: 0...31_536_000) } catch {
-            Log.error("answer: \(error.description)")
-            return .usage
-        }
+        let mode = config.answerMode, seconds = config.seconds
         do throws(CLIFailure) {
             let signals: SignalSource
             let loop: EventLoop

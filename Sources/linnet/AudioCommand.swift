@@ -9,143 +9,41 @@ import Audio
 import Codec
 import Devices
 import Media
-import JSON
 import Agent
-
-/// The hook options shared by `audio` and `run` (also config keys).
-struct HookOptions {
-    static let valued = ["gain-db", "agc-target-dbfs", "noise-gate-dbfs", "limiter-dbfs", "high-pass-hz", "rate", "channel", "bitrate", "complexity"]
-    static let boolean = ["agc", "no-high-pass", "no-limiter", "fec", "dtx"]
-
-    var rate = SampleRate.hz48000
-    var channel: Int? = nil
-    var bitrate: Int32 = 32_000
-    var complexity: Int32 = 5
-    var fec = false
-    var dtx = false
-    let chain = HookChain()
-    let meter = LevelMeter()
-    let mute = MuteGate()
-
-    /// The default chain: DC removal (high-pass), gain, AGC, noise gate, limiter, level
-    /// meter, mute gate last (what push-to-talk drives).
-    init(_ o: Options) throws(CLIFailure) {
-        func number(_ name: String, _ range: ClosedRange<Double>) throws(CLIFailure) -> Double? {
-            guard let text = o[name] else { return nil }
-            // Embedded Swift has no Double(String) (it needs strtod): JSON's own correctly
-            // rounded decimal reader does the job.
-            guard let v = (try? JSONValue.parse(text))?.double, range.contains(v) else {
-                throw CLIFailure(.usage, "--\(name): '\(text)' is not a number from \(Int(saturating: range.lowerBound)) to \(Int(saturating: range.upperBound))")
-            }
-            return v
-        }
-        if let r = o["rate"] {
-            guard let hz = Int(r), let s = SampleRate(rawValue: hz) else { throw CLIFailure(.usage, "--rate must be 16000, 24000 or 48000") }
-            rate = s
-        }
-        if let c = o["channel"] {
-            guard let k = Int(c), (0...7).contains(k) else { throw CLIFailure(.usage, "--channel must be 0–7 (the device channel to use)") }
-            channel = k
-        }
-        if let b = try number("bitrate", 6_000...510_000) { bitrate = Int32(saturating: b) }
-        if let c = try number("complexity", 0...10) { complexity = Int32(saturating: c) }
-        fec = o.flags.contains("fec")
-        dtx = o.flags.contains("dtx")
-        let highPass = try number("high-pass-hz", 1...1000) ?? 20
-        let gain = try number("gain-db", -40...40)
-        let agcTarget = try number("agc-target-dbfs", -40...(-3))
-        let gate = try number("noise-gate-dbfs", -90...0)
-        let ceiling = try number("limiter-dbfs", -30...0) ?? -1
-        do throws(AudioError) {
-            if !o.flags.contains("no-high-pass") { try chain.add(try HighPassFilter(cutoffHz: highPass)) }
-            if let gain { try chain.add(try GainHook(gainDB: gain)) }
-            if o.flags.contains("agc") || agcTarget != nil {
-                try chain.add(try AutomaticGainControl(targetDBFS: agcTarget ?? -18))
-            }
-            if let gate { try chain.add(try NoiseGate(thresholdDBFS: gate)) }
-            if !o.flags.contains("no-limiter") { try chain.add(try Limiter(ceilingDBFS: ceiling)) }
-            try chain.add(meter)
-            try chain.add(mute)
-        } catch {
-            throw CLIFailure(.usage, error.description)
-        }
-    }
-
-    /// The chain `run` builds from its config (the same hooks, config spellings).
-    init(config: Config) throws(CLIFailure) {
-        guard let r = SampleRate(rawValue: config.rate) else { throw CLIFailure(.config, "rate must be 16000, 24000 or 48000") }
-        rate = r
-        if case .index(let k) = config.captureChannel { channel = k }
-        bitrate = Int32(config.bitrate)
-        complexity = Int32(config.complexity)
-        fec = config.fec
-        dtx = config.dtx
-        do throws(AudioError) {
-            if config.highPassHz > 0 { try chain.add(try HighPassFilter(cutoffHz: Double(config.highPassHz))) }
-            if config.gainDB != 0 { try chain.add(try GainHook(gainDB: config.gainDB)) }
-            if config.agc { try chain.add(try AutomaticGainControl(targetDBFS: config.agcTargetDBFS)) }
-            if config.noiseGate { try chain.add(try NoiseGate(thresholdDBFS: config.noiseGateDBFS)) }
-            if config.limiter { try chain.add(try Limiter(ceilingDBFS: -1)) }
-            try chain.add(meter)
-            try chain.add(mute)
-        } catch {
-            throw CLIFailure(.config, error.description)
-        }
-    }
-
-    func encoder() throws(CLIFailure) -> OpusEncoder {
-        do throws(CodecError) {
-            let e = try OpusEncoder(sampleRate: Int32(rate.hertz), channels: 1)
-            try e.setBitrate(bitrate)
-            try e.setComplexity(complexity)
-            try e.setFEC(fec)
-            try e.setDTX(dtx)
-            return e
-        } catch {
-            throw CLIFailure(.usage, error.description)
-        }
-    }
-}
+import Settings
 
 enum AudioCommand {
     static func run(_ args: [String]) -> ExitStatus {
         do throws(CLIFailure) {
-            let o: Options
-            do throws(Options.Failure) {
-                o = try Options(args, valued: ["input", "output", "capture", "playback", "seconds", "log-level"] + HookOptions.valued,
-                                boolean: HookOptions.boolean + ["pace"])
-            } catch {
-                throw CLIFailure(.usage, error.description)
-            }
-            if let level = o["log-level"] {
-                guard let l = LogLevel(name: level) else { throw CLIFailure(.usage, "--log-level must be error, warn, info or debug") }
-                Log.level = l
-            }
-            let hooks = try HookOptions(o)
-            if let input = o["input"], o["capture"] == nil, o["playback"] == nil {
-                guard let output = o["output"] else { throw CLIFailure(.usage, "audio: --output FILE.wav is required with --input") }
+            // The file, LINNET_* and flags, as run reads them: the same hooks and codec.
+            let config = try loadConfig(.audio, args).0
+            let hooks = try AudioSetup(config: config)
+            // As for run, input and output replace capture and playback; with both, no
+            // device is involved and the conversion runs as fast as it can.
+            if let input = config.input, let output = config.output {
                 return try offline(input: input, output: output, hooks: hooks)
             }
-            return try live(o, hooks: hooks)
+            return try live(config, hooks: hooks)
         } catch {
             Log.error("audio: \(error.message)")
             return error.status
         }
     }
 
-    /// The media path `linnet audio` runs: the hook options' codec settings, 20 ms frames.
-    static func media(_ hooks: HookOptions) throws(CLIFailure) -> MediaPath {
+    /// The media path `linnet audio` runs: the codec settings and frame-ms of the
+    /// config, as run's calls use them.
+    static func media(_ hooks: AudioSetup) throws(CLIFailure) -> MediaPath {
         do throws(MediaError) {
-            return try MediaPath(MediaSettings(rate: hooks.rate.hertz, frameMilliseconds: FrameClock.standard.milliseconds,
+            return try MediaPath(MediaSettings(rate: hooks.rate.hertz, frameMilliseconds: hooks.frameMilliseconds,
                                                bitrate: hooks.bitrate, complexity: hooks.complexity, fec: hooks.fec, dtx: hooks.dtx))
         } catch {
-            throw CLIFailure(.usage, error.description)
+            throw CLIFailure(.config, error.description)
         }
     }
 
     /// File to file, as fast as the CPU goes; the same stages as a live call (the capture
     /// pipeline a duplex one builds, the Media module's encoder and decoder).
-    static func offline(input: String, output: String, hooks: HookOptions) throws(CLIFailure) -> ExitStatus {
+    static func offline(input: String, output: String, hooks: AudioSetup) throws(CLIFailure) -> ExitStatus {
         _ = SignalSourceHolder.shared
         let reader: WAVReader
         do throws(FileError) { reader = try WAVReader(path: input) } catch { throw CLIFailure(.dataError, error.description) }
@@ -225,25 +123,25 @@ enum AudioCommand {
         return .ok
     }
 
-    /// Devices (or a paced file) on the real-time threads for --seconds: one duplex
-    /// pipeline, the capture's frames encoded and handed straight to the receive side's
-    /// jitter buffer (a call with no network), played out as the speaker asks for them.
-    static func live(_ o: Options, hooks: HookOptions) throws(CLIFailure) -> ExitStatus {
-        let seconds: Int
-        do throws(Options.Failure) { seconds = try o.int("seconds", default: 5, range: 1...86_400) } catch { throw CLIFailure(.usage, error.description) }
+    /// Devices (or a paced file) on the real-time threads for --seconds (0: until a
+    /// signal stops it): one duplex pipeline, the capture's frames encoded and handed
+    /// straight to the receive side's jitter buffer (a call with no network), played out
+    /// as the speaker asks for them.
+    static func live(_ config: Config, hooks: AudioSetup) throws(CLIFailure) -> ExitStatus {
+        let seconds = config.seconds
         var request = PCMRequest()
         request.channels = hooks.channel.map { $0 + 1 } ?? 1
-        request.paced = o.flags.contains("pace")
-        let input: CaptureInput = o["capture"].map { .device($0, request) } ?? .file(o["input"] ?? "", paced: true, loop: true)
-        if o["capture"] == nil && o["input"] == nil { throw CLIFailure(.usage, "audio: give --input FILE.wav or --capture PCM") }
+        request.paced = config.pace
+        if config.input == nil && config.capture == "none" { throw CLIFailure(.usage, "audio: nothing to capture (capture is none): give --input FILE.wav or --capture PCM") }
+        let input: CaptureInput = config.input.map { .file($0, paced: true, loop: config.loopInput) } ?? .device(config.capture, request)
         _ = SignalSourceHolder.shared
         let loop = try wrap { () throws(SystemError) in try EventLoop() }
         var playRequest = PCMRequest()
         playRequest.acceptedRates = [hooks.rate.hertz, 48_000, 24_000, 16_000]
-        playRequest.paced = o.flags.contains("pace")
+        playRequest.paced = config.pace
         let deviceFormat = DeviceFormat(sampleFormat: .s16LE, sampleRate: hooks.rate.hertz, channels: 1, periodFrames: hooks.rate.samplesPerFrame)
-        let output: PlaybackOutput = o["playback"].map { .device($0, playRequest) }
-            ?? o["output"].map { .file($0, format: deviceFormat, paced: true) } ?? .discard(deviceFormat)
+        let output: PlaybackOutput = config.output.map { .file($0, format: deviceFormat, paced: true) }
+            ?? (config.playback == "none" ? .discard(deviceFormat) : .device(config.playback, playRequest))
         let duplex: DuplexAudio
         do throws(DuplexError) {
             duplex = try DuplexAudio(DuplexConfiguration(rate: hooks.rate, capture: input, channel: hooks.channel, playback: output),
@@ -274,7 +172,7 @@ enum AudioCommand {
         }, downlink: { out in media.playout(now: loop.now, into: out) })
         do throws(DeviceError) { try duplex.start() } catch { throw CLIFailure(.unavailable, error.description) }
         if !duplex.realtime { Log.info("real-time scheduling not permitted (no CAP_SYS_NICE or LimitRTPRIO): audio threads run at normal priority") }
-        loop.schedule(after: .seconds(Int64(seconds))) { loop.stop() }
+        if seconds > 0 { loop.schedule(after: .seconds(Int64(seconds))) { loop.stop() } }
         // SIGINT, SIGTERM and SIGHUP stop early and cleanly (threads joined, the output
         // file's header patched), as --seconds does.
         if let signals = SignalSourceHolder.shared {

@@ -21,6 +21,7 @@ import Audio
 import Devices
 import Media
 import Agent
+import Settings
 
 /// Where uplink PCM comes from when it is not a capture thread: one media frame per
 /// call, or false when nothing is available yet (the frame is then skipped: RTP time
@@ -86,12 +87,12 @@ final class AudioIO {
         guard let rate = SampleRate(rawValue: config.rate) else { throw CLIFailure(.config, "rate must be 16000, 24000 or 48000") }
         var stand = generator
         var capture: CaptureInput? = nil
-        var hooks: HookOptions? = nil
+        var hooks: AudioSetup? = nil
         if stand == nil {
             if config.input == nil && config.capture == "none" {
                 stand = SilenceSource()
             } else {
-                let h = try HookOptions(config: config)
+                let h = try AudioSetup(config: config)
                 var request = PCMRequest()
                 request.channels = h.channel.map { $0 + 1 } ?? 1
                 capture = config.input.map { .file($0, paced: true, loop: config.loopInput) } ?? .device(config.capture, request)

@@ -4,7 +4,9 @@
 import Wire
 import Platform
 import Devices
+import Audio
 import Agent
+import Settings
 
 extension GPIOLine {
     var id: GPIOLineID {
@@ -26,7 +28,7 @@ final class ButtonInput {
     /// opened and `ptt-required` is off (logged: the agent carries on without it).
     static func open(config: Config, loop: EventLoop, onEvent: @escaping (ButtonEvent) -> Void) throws(CLIFailure) -> ButtonInput? {
         guard let line = config.ptt, config.pttMode != .open else { return nil }
-        let mode = ButtonMode(rawValue: config.pttMode.rawValue) ?? .hold
+        let mode = config.pttMode
         let longPress: Duration? = config.pttLongPressMS == 0 ? nil : .milliseconds(Int64(config.pttLongPressMS))
         do throws(GPIOError) {
             let b = try GPIOButton.open(line: line.id, mode: mode, debounce: .milliseconds(Int64(config.pttDebounceMS)),

@@ -6,14 +6,14 @@ import Platform
 import ICE
 import DTLS
 import Peer
+import Agent
 
 final class Call {
     let loop: EventLoop
     let peer: Peer
     var sockets: [UDPSocket] = []
     var sources: [EventLoop.SourceID] = []
-    var timer: EventLoop.TimerID?
-    var timerDeadline = Instant.distantFuture
+    var timer: DeadlineTimer!
     var onEvent: (PeerEvent) -> Void = { _ in }
     var onAudio: (ReceivedAudio) -> Void = { _ in }
     var receiveBuffer = [UInt8](repeating: 0, count: 2048)
@@ -49,6 +49,10 @@ final class Call {
             peer = try Peer(role: role, configuration: config, identity: identity, crypto: crypto, seed: seed)
         } catch {
             throw .peer(error)
+        }
+        timer = DeadlineTimer(loop: loop) { [self] in
+            self.peer.handleTimeout(now: self.loop.now)
+            self.pump()
         }
         for s in sockets {
             sources.append(loop.watch(fd: s.fd) { _ in self.readable(s) })
@@ -93,27 +97,12 @@ final class Call {
             case .event(let e):
                 if case .audio(let a) = e { onAudio(a) } else { onEvent(e) }
             case .timeout(let t):
-                arm(t)
+                timer.arm(t)
                 return
             }
         }
     }
 
-    func arm(_ deadline: Instant) {
-        guard deadline != timerDeadline else { return }
-        if let timer { loop.cancel(timer) }
-        timer = nil
-        timerDeadline = deadline
-        guard deadline < .distantFuture else { return }
-        timer = loop.schedule(at: deadline) {
-            self.timer = nil
-            self.timerDeadline = .distantFuture
-            self.peer.handleTimeout(now: self.loop.now)
-            self.pump()
-        }
-    }
-
-    /// Closes the peer (BYE, close_notify) and releases the sockets.
     func close() {
         guard !closed else { return }
         peer.close(now: loop.now)
@@ -125,8 +114,7 @@ final class Call {
         closed = true
         for s in sources { loop.unwatch(s) }
         sources = []
-        if let timer { loop.cancel(timer) }
-        timer = nil
+        timer?.cancel()
         sockets = []
     }
 }

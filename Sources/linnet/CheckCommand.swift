@@ -11,6 +11,7 @@ import Signaling
 import Devices
 import Audio
 import Agent
+import Settings
 
 enum CheckCommand {
     static func run(_ args: [String]) -> ExitStatus {
@@ -26,7 +27,7 @@ enum CheckCommand {
         func warning(_ what: String, _ text: String) { writeOut("\(what): WARNING, \(text)\n") }
         let config: Config
         do throws(CLIFailure) {
-            let (c, path) = try RunCommand.loadConfig(args, requireRoute: false)
+            let (c, path) = try loadConfig(.check, args)
             config = c
             line("config", .success(path.map { "read \($0)" } ?? "no file (defaults, environment and flags)"))
         } catch {
@@ -131,7 +132,7 @@ enum CheckCommand {
     static func providerURL(_ config: Config) -> HTTPURL? {
         if let whip = config.whip { return whip }
         if var backend = config.backend {
-            if let chat = config.chat { backend.target = joinPath(backend.target, "voice/\(percentEncodedSegment(chat))") }
+            if let chat = config.chat { backend = RoutePath.backendOffer(backend, chat: chat) }
             return backend
         }
         return config.openai ? config.tokenURL : nil

@@ -11,6 +11,8 @@ import DTLS
 import Codec
 import Peer
 import Agent
+import Media
+import Settings
 import Audio
 
 /// A synthetic voice: a vowel-like tone (a 140 Hz glottal pulse through three formant
@@ -60,41 +62,29 @@ final class TestVoice: FrameSource {
 enum DemoCommand {
     static func run(_ args: [String]) -> ExitStatus {
         do throws(CLIFailure) {
-            let o: Options
-            do throws(Options.Failure) { o = try Options(args, valued: ["seconds", "output", "events", "log-level", "stats-seconds"]) } catch {
-                throw CLIFailure(.usage, error.description)
-            }
-            if let level = o["log-level"] {
-                guard let l = LogLevel(name: level) else { throw CLIFailure(.usage, "--log-level must be error, warn, info or debug") }
-                Log.level = l
-            }
-            let seconds: Int, statsSeconds: Int
-            do throws(Options.Failure) {
-                seconds = try o.int("seconds", default: 5, range: 1...3600)
-                statsSeconds = try o.int("stats-seconds", default: 1, range: 0...3600)
-            } catch { throw CLIFailure(.usage, error.description) }
-            let output = o["output"] ?? "linnet-demo.wav"
+            // Flags only: a built-in call does not change with the device's config file.
+            // Its output and events always have a value (the table's demo defaults).
+            var config = try loadConfig(.demo, args).0
+            guard let output = config.output, let events = config.events else { throw CLIFailure(.usage, "demo: --output and --events need a file") }
             // SIGHUP stops the demo cleanly like SIGINT/SIGTERM (see RunCommand).
             let signals = try wrap { () throws(SystemError) in try SignalSource([SIGINT, SIGTERM, SIGHUP, SIGUSR1]) }
             let loop = try wrap { () throws(SystemError) in try EventLoop() }
             let crypto = try wrap { () throws(DTLSError) in try CryptoRandom() }
             let answerer = try Answerer(loop: loop, listen: SocketAddress(ip: .loopbackV4, port: 0), mode: .echo, crypto: crypto)
             writeOut("demo: built-in answerer (echo) on http://\(answerer.address)/whip\n")
-            var config = Config()
             do throws(HTTPError) { config.whip = try HTTPURL("http://\(answerer.address)/whip") } catch { throw CLIFailure(.software, error.description) }
-            config.seconds = seconds
-            config.statsSeconds = statsSeconds
             let identity = try wrap { () throws(DTLSError) in try Identity(random: crypto) }
-            let http: HTTPSend = { request, timeout, completion in
-                HTTPExchange.start(loop: loop, request: request, timeout: timeout, completion: completion)
-            }
-            let parts = RunnerParts(route: .whip(config.whip!), token: nil, http: http, identity: identity, crypto: crypto,
-                                    addresses: [.loopbackV4], stun: nil)
-            config.output = output
+            let route = Route.whip(config.whip!)
+            let core = AgentCore(settings: Runtime.settings(config: config, route: route, token: nil, stun: nil,
+                                                            sendOnOpen: ["{\"type\":\"demo.hello\",\"text\":\"Hello from Linnet\"}"]),
+                                 identity: identity, crypto: crypto, seed: try randomSeed(crypto))
+            // The test voice stands in for the microphone; the speaker is the output file
+            // on its own clock (one duplex pipeline, as run's).
             let audio = try AudioIO.open(config: config, loop: loop, generator: TestVoice())
-            let runner = AgentRunner(loop: loop, config: config, parts: parts, audio: audio)
-            runner.events = try EventLog(path: o["events"] ?? "-", start: loop.now)
-            runner.sendOnOpen = ["{\"type\":\"demo.hello\",\"text\":\"Hello from Linnet\"}"]
+            let media = MediaSettings(rate: audio.rate, frameMilliseconds: audio.frameClock.milliseconds)
+            let runner = Runtime(loop: loop, core: core, parts: RuntimeParts(addresses: [.loopbackV4], http: HTTPClient(loop: loop), media: media),
+                                 audio: audio)
+            runner.events = try EventLog(path: events, start: loop.now)
             var status = ExitStatus.ok
             runner.onStopped = { s in
                 status = s
@@ -106,16 +96,16 @@ enum DemoCommand {
             // A demo that cannot connect within 15 s will not: stop with an error rather
             // than retrying forever as the agent would.
             loop.schedule(after: .seconds(15)) {
-                if !runner.everConnected { runner.stop(.unavailable, "demo: no connection within 15 s") }
+                if core.firstConnectedAt == nil { runner.stop(.unavailable, "demo: no connection within 15 s") }
             }
             try runner.start()
             try wrap { () throws(SystemError) in try loop.run() }
             answerer.closeAll()
             status = audio.finalStatus(status)
-            let t = runner.totals
+            let t = core.totals
             let both = t.sent > 0 && t.received > 0 && t.decoded > 0
             writeOut("demo: sent \(t.sent) packets, received \(t.received), decoded \(t.decoded) frames, concealed \(t.concealed); "
-                     + "connect \(runner.lastConnectMilliseconds.map { "\($0) ms" } ?? "—"); what came back is in \(output)\n")
+                     + "connect \(core.lastConnectMilliseconds.map { "\($0) ms" } ?? "—"); what came back is in \(output)\n")
             if status == .ok && !both {
                 Log.error("demo: audio did not go both ways")
                 return .software

@@ -2,6 +2,7 @@
 import Devices
 import Audio
 import Platform
+import Agent
 
 enum DevicesCommand {
     static func run(_ args: [String]) -> ExitStatus {

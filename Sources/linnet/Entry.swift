@@ -1,6 +1,7 @@
 // The process entry. Embedded Swift has no `CommandLine`, so there the C `main` is
 // defined here and argv is read directly; full Swift uses `@main`.
 import CSystem
+import Agent
 
 #if hasFeature(Embedded)
 @_cdecl("main")

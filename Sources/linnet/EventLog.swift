@@ -9,6 +9,7 @@ import CSystem
 import Wire
 import JSON
 import Platform
+import Agent
 
 final class EventLog {
     let fd: Int32

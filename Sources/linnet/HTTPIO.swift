@@ -31,6 +31,8 @@ import CSystem
 import Wire
 import Platform
 import Signaling
+import Agent
+import DTLS
 
 /// Why an HTTP exchange failed, worded for the log.
 enum HTTPClientError: Error, CustomStringConvertible {
@@ -220,7 +222,7 @@ final class HTTPClient {
     func tlsRandom() throws(HTTPClientError) -> TLSRandom {
         if let random { return random }
         do throws(TLSError) {
-            let r = try TLSRandom()
+            let r = try TLSRandom.tls()
             random = r
             return r
         } catch {

@@ -1,5 +1,5 @@
 // `linnet run`: the agent, what systemd starts. Config (file < LINNET_* environment <
-// flags), the route, the audio ends, then the AgentRunner on one poll loop until
+// flags), the route, the audio ends, then the Agent core in the Runtime on one poll loop until
 // SIGTERM/SIGINT or --seconds.
 import CSystem
 import Wire
@@ -9,8 +9,10 @@ import Signaling
 import DTLS
 import Peer
 import Agent
+import Settings
 import Audio
 import Devices
+import Media
 
 enum RunCommand {
     static func run(_ args: [String]) -> ExitStatus {
@@ -19,35 +21,6 @@ enum RunCommand {
         } catch {
             Log.error(error.message)
             return error.status
-        }
-    }
-
-    /// Reads the config layers; a config error names file and line (exit 78), a bad
-    /// flag is a usage error (64).
-    static func loadConfig(_ args: [String], requireRoute: Bool) throws(CLIFailure) -> (Config, String?) {
-        let env = processEnvironment()
-        let path: String, explicit: Bool
-        do throws(ConfigError) { (path, explicit) = try Config.configPath(arguments: args, environment: env) } catch {
-            throw CLIFailure(.usage, error.description)
-        }
-        var file: (path: String, text: String)? = nil
-        if explicit || fileExists(path) {
-            do throws(FileReadError) {
-                file = (path, String(decoding: try readRegularFile(path, limit: 1 << 20).bytes, as: UTF8.self))
-            } catch {
-                throw CLIFailure(.config, "cannot read the config file \(error)")
-            }
-        }
-        do throws(ConfigError) {
-            return (try Config.load(file: file, environment: env, arguments: args, requireRoute: requireRoute), file?.path)
-        } catch {
-            switch error {
-            case .unexpectedArgument, .missingValue: throw CLIFailure(.usage, error.description)
-            case .unknownKey(_, let source, _), .badValue(_, _, _, let source):
-                if case .flag = source { throw CLIFailure(.usage, error.description) }
-                throw CLIFailure(.config, error.description)
-            default: throw CLIFailure(.config, error.description)
-            }
         }
     }
 
@@ -123,8 +96,8 @@ enum RunCommand {
     }
 
     static func execute(_ args: [String]) throws(CLIFailure) -> ExitStatus {
-        let (config, configPath) = try loadConfig(args, requireRoute: true)
-        Log.level = Platform.LogLevel(name: config.logLevel.rawValue) ?? .info
+        let (config, configPath) = try loadConfig(.run, args, requireRoute: true)
+        Log.level = config.logLevel
         if let configPath { Log.info("config: \(configPath)") }
         let route = try route(config)
         let token = try token(config)
@@ -148,10 +121,9 @@ enum RunCommand {
         let hostIsLoopback = IPAddress(host)?.isLoopback ?? (host == "localhost")
         let addresses = gatherAddresses(includeLoopback: hostIsLoopback || !config.interfaces.isEmpty,
                                         only: config.interfaces.isEmpty ? nil : config.interfaces)
-        guard !addresses.isEmpty else { throw CLIFailure(.unavailable, CallError.noAddresses.description) }
+        guard !addresses.isEmpty else { throw CLIFailure(.unavailable, "no usable network address to gather candidates on (is the network up?)") }
 
         let audio = try AudioIO.open(config: config, loop: loop)
-        if config.effectiveTurnDetection == .ptt { audio.mute.setMuted(true) }
 
         // One client for the whole run: the CA bundle is parsed once, on the first https
         // request; a CA file that cannot be used is an error now, not at the first call.
@@ -160,21 +132,22 @@ enum RunCommand {
             throw CLIFailure(.config, error.description)
         }
         client.log = { Log.debug($0) }
-        let http: HTTPSend = { request, timeout, completion in
-            client.send(request, timeout: timeout, completion: completion)
-        }
-        let parts = RunnerParts(route: route, token: token, http: http, identity: identity, crypto: crypto, addresses: addresses, stun: stun)
-        let runner = AgentRunner(loop: loop, config: config, parts: parts, audio: audio)
-        if let path = config.events { runner.events = try EventLog(path: path, start: loop.now, label: config.eventsLabel) }
-        runner.notifier = SystemdNotifier()
-        runner.statusPath = config.statusFile ?? (isWritableDirectory("/run/linnet") ? "/run/linnet/status.json" : nil)
+        var sendOnOpen: [String] = []
         if let path = config.send {
             let bytes: [UInt8]
             do throws(FileReadError) { bytes = try readRegularFile(path, limit: 16 << 20).bytes } catch {
                 throw CLIFailure(.dataError, "cannot read the send file \(error)")
             }
-            runner.sendOnOpen = String(decoding: bytes, as: UTF8.self).split(separator: "\n", omittingEmptySubsequences: true).map(String.init)
+            sendOnOpen = String(decoding: bytes, as: UTF8.self).split(separator: "\n", omittingEmptySubsequences: true).map(String.init)
         }
+        let core = AgentCore(settings: Runtime.settings(config: config, route: route, token: token, stun: stun, sendOnOpen: sendOnOpen),
+                             identity: identity, crypto: crypto, seed: try randomSeed(crypto))
+        let media = MediaSettings(rate: config.rate, frameMilliseconds: audio.frameClock.milliseconds, bitrate: Int32(config.bitrate),
+                                  complexity: Int32(config.complexity), fec: config.fec, dtx: config.dtx)
+        let runner = Runtime(loop: loop, core: core, parts: RuntimeParts(addresses: addresses, http: client, media: media), audio: audio)
+        if let path = config.events { runner.events = try EventLog(path: path, start: loop.now, label: config.eventsLabel) }
+        runner.notifier = SystemdNotifier()
+        runner.statusPath = config.statusFile ?? (isWritableDirectory("/run/linnet") ? "/run/linnet/status.json" : nil)
         var exit = ExitStatus.ok
         runner.onStopped = { (status: ExitStatus) in
             exit = status
@@ -327,3 +300,12 @@ func fileExists(_ path: String) -> Bool { access(path, F_OK) == 0 }
 
 func isWritableDirectory(_ path: String) -> Bool { access(path, W_OK | X_OK) == 0 }
 
+
+/// 64 bits from the cryptographic generator: the agent core's seed (backoff jitter,
+/// SSRCs, tie-breakers).
+func randomSeed(_ crypto: CryptoRandom) throws(CLIFailure) -> UInt64 {
+    var seed: UInt64 = 0
+    let bytes = try wrap { () throws(DTLSError) in try crypto.bytes(8) }
+    for b in bytes { seed = seed << 8 | UInt64(b) }
+    return seed
+}

@@ -7,6 +7,7 @@ import Codec
 import SRTP
 import DTLS
 import Devices
+import Agent
 
 enum SelfTest {
     struct Failure: Error {

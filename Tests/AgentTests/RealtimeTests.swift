@@ -6,6 +6,7 @@
 import Testing
 import Foundation
 import Wire
+import Settings
 import JSON
 @testable import Agent
 

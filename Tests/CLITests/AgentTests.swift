@@ -93,8 +93,11 @@ func isState(_ line: String, _ state: String) -> Bool {
 
 @Suite(.serialized) struct AgentEndToEndTests {
     /// The answerer dies mid-call (SIGKILL: no goodbye) and comes back on the same port:
-    /// the agent notices within 3 s (consent), retries with backoff, and is connected with
-    /// audio flowing again soon after the answerer answers again.
+    /// the agent notices, retries, and is connected with audio flowing again once the
+    /// answerer answers again. A smoke test of the wiring (sockets, HTTP, events, exit):
+    /// the timing (disconnected within 3 s of the last packet, reconnected within the
+    /// backoff ceiling) is asserted on the simulated clock by AgentTests'
+    /// `AgentCoreConnectionTests.answererKilledAndRestartedReconnects`.
     @Test func answererKilledAndRestartedReconnects() throws {
         var (answerer, port) = try startAnswerer(port: 0, name: "agent-answer-1")
         let input = temporary("agent-tone.wav"), output = temporary("agent-out.wav")
@@ -110,17 +113,11 @@ func isState(_ line: String, _ state: String) -> Bool {
         #expect(agent.waitFor { ($0.contains("\"stats\"") && (event($0)?["packets_received"] as? Int ?? 0) > 10) } != nil)
         answerer.signal(SIGKILL)
         answerer.stop()
-        let killedAt = Date()
         #expect(agent.waitFor { isState($0, "disconnected") } != nil)
-        let detected = Date().timeIntervalSince(killedAt)
-        #expect(detected < 4.0, "disconnected \(detected) s after the answerer died (consent: within 3 s)")
         // Back on the same port.
         (answerer, _) = try startAnswerer(port: port, name: "agent-answer-2")
         defer { answerer.stop() }
-        let backAt = Date()
         #expect(agent.waitFor { isState($0, "connected") } != nil)
-        let reconnect = Date().timeIntervalSince(backAt)
-        #expect(reconnect < 2.5, "connected \(reconnect) s after the answerer was back")
         // Audio flows on the new session: its stats show packets received.
         let stats = agent.waitFor {
             guard let e = event($0), e["type"] as? String == "stats" else { return false }
@@ -136,7 +133,10 @@ func isState(_ line: String, _ state: String) -> Bool {
     }
 
     /// The backend is down when the agent starts: it backs off (growing, jittered
-    /// delays, logged as retry events) and connects once the backend comes up.
+    /// delays, logged as retry events) and connects once the backend comes up. The
+    /// delays checked here are the ones the core reports; that each next attempt starts
+    /// when its delay runs out is checked on the simulated clock by AgentTests'
+    /// `AgentCoreConnectionTests.backendDownAtStartThenUp`.
     @Test func backendDownAtStartThenUp() throws {
         // A free port nobody listens on (bound, read, released).
         let (s, port) = boundTCPSocket()
@@ -165,9 +165,12 @@ func isState(_ line: String, _ state: String) -> Bool {
         #expect(log.contains("ended"), "answerer log: \(log.suffix(400))")
     }
 
-    /// Rollover: with a 10 s session limit the next session starts at 9 s (a tenth
-    /// before), audio switches to it once it is connected and only then is the old one
-    /// closed — the echo of a steady tone comes back without a gap a person would hear.
+    /// Rollover: with a 10 s session limit a second session starts, audio switches to it
+    /// once it is connected and only then is the old one closed — the echo of a steady
+    /// tone comes back without a gap a person would hear. That it starts 9 s after the
+    /// connection (a tenth before the limit) and that no uplink frame is lost at the
+    /// switch is asserted on the simulated clock by AgentTests'
+    /// `AgentCoreConnectionTests.rolloverSwitchesSessionsWithoutAGap`.
     @Test func rolloverSwitchesSessionsWithoutAGap() throws {
         let (answerer, port) = try startAnswerer(port: 0, name: "rollover-answer")
         defer { answerer.stop() }
@@ -187,9 +190,6 @@ func isState(_ line: String, _ state: String) -> Bool {
         #expect(states == ["connecting", "connected", "closed"], "no state change a listener would see: \(states)")
         let sessions = events.filter { $0["type"] as? String == "session" }
         #expect(sessions.map { $0["reason"] as? String ?? "" } == ["initial", "rollover"])
-        let rolloverAt = sessions.last?["t"] as? Double ?? 0
-        let connectedAt = events.first { $0["type"] as? String == "state" && $0["state"] as? String == "connected" }?["t"] as? Double ?? 0
-        #expect(abs(rolloverAt - connectedAt - 9) < 0.5, "rollover \(rolloverAt - connectedAt) s after connecting")
         let switched = events.filter { $0["type"] as? String == "audio" }.map { $0["session"] as? Int ?? 0 }
         #expect(switched == [1, 2])
         // Every 200 ms window of the returned audio after the first second holds the
@@ -254,7 +254,8 @@ func isState(_ line: String, _ state: String) -> Bool {
         #expect(t.status == 65 && t.err.contains("unusable"), "\(t.err)")
     }
 
-    /// The OpenAI route against the aiortc peer's scripted Realtime server: the device
+    /// The OpenAI route against the aiortc peer's scripted Realtime server (the same flow
+    /// on the core: AgentTests' `AgentCoreConversationTests`): the device
     /// token buys an ephemeral key at --token-url, the call is made with that key, and
     /// push-to-talk (SIGUSR1 toggles) sends exactly session.update, clear, commit,
     /// response.create; the transcripts come back as user:/assistant: lines. A press
@@ -331,7 +332,10 @@ func isState(_ line: String, _ state: String) -> Bool {
 
     /// SIGTERM in the states that are not `connected` (the others end every test): while
     /// waiting out a backoff, and with the offer still unanswered by a server that
-    /// accepted the connection and says nothing. Each ends at once: closed, exit 0.
+    /// accepted the connection and says nothing. Each ends: closed, exit 0. That it ends
+    /// at once (and, connected to a provider that ignores the DELETE, at the close
+    /// timeout) is asserted on the simulated clock by AgentTests'
+    /// `AgentCoreConnectionTests.sigtermWhileBackingOffOrConnecting`.
     @Test func sigtermWhileBackingOffOrConnecting() throws {
         let (s, port) = boundTCPSocket()
         defer { close(s) }
@@ -347,17 +351,17 @@ func isState(_ line: String, _ state: String) -> Bool {
             } else {
                 #expect(agent.waitFor { $0.contains("\"retry\"") } != nil)
             }
-            let sent = Date()
             agent.signal(SIGTERM)
             #expect(agent.waitFor { isState($0, "closed") } != nil)
             agent.process.waitUntilExit()
             #expect(agent.process.terminationStatus == 0)
-            #expect(Date().timeIntervalSince(sent) < 2, "ended \(Date().timeIntervalSince(sent)) s after SIGTERM")
         }
     }
 
     /// A 401 is a configuration problem: "check the token", a long back-off, and with
-    /// max-attempts the configuration exit status (78).
+    /// max-attempts the configuration exit status (78). The whole status → class → exit
+    /// rule (and the back-off) is checked on the core by AgentTests'
+    /// `AgentCoreFailureTests`; this is the wiring against an independent server.
     @Test func unauthorizedSaysCheckTheToken() throws {
         guard let python = InteropPeer.require() else { return }
         let peer = try InteropPeer(python: python, mode: "echo", extra: ["--token", "right"], name: "auth")

@@ -114,7 +114,8 @@ final class RelayedAnswerer {
 
     /// The relay rebinds its answerer-facing socket 2 s into the call (Linnet's peer
     /// sees the answerer's source port change and its datagrams to the old port vanish):
-    /// the call moves to the new port and audio comes back before the end.
+    /// the call moves to the new port and audio comes back before the end. (On the core,
+    /// either side's rebinding: AgentTests' `AgentCoreRestartTests.natRebindingOn…`.)
     @Test func natRebindingThroughTheRelay() throws {
         let r = try RelayedAnswerer(name: "relay-rebind", commands: ["at 2 rebind"])
         defer { r.stop() }
@@ -139,9 +140,11 @@ final class RelayedAnswerer {
     }
 
     /// A 5 s black hole (shorter than consent expiry) 2 s into the call: the agent goes
-    /// disconnected within 3 s, restarts ICE through WHIP (PATCH, the answerer gave an
-    /// ETag) and is connected again on the same session once the hole closes; the echo
-    /// is heard again before the end.
+    /// disconnected, restarts ICE through WHIP (PATCH, the answerer gave an ETag) and is
+    /// connected again on the same session once the hole closes; the echo is heard again
+    /// before the end. The timing (disconnected within 3 s of the hole, connected within
+    /// a second of its end) is asserted on the simulated clock by AgentTests'
+    /// `AgentCoreRestartTests.shortBlackholeIsRiddenOutByAnICERestart`.
     @Test func shortBlackholeIsRiddenOut() throws {
         let r = try RelayedAnswerer(name: "relay-hole", commands: ["at 2 blackhole 5"])
         defer { r.stop() }

@@ -1,6 +1,7 @@
 import Testing
 import Wire
 import Platform
+import Audio
 import CSystem
 @testable import Devices
 
@@ -12,7 +13,7 @@ struct Driver {
     var logic: ButtonLogic
     var log: [(Int64, ButtonEvent)] = []
 
-    init(_ mode: ButtonMode, pressed: Bool = false) {
+    init(_ mode: PTTMode, pressed: Bool = false) {
         logic = ButtonLogic(mode: mode, pressed: pressed, now: .zero)
     }
 
@@ -185,7 +186,7 @@ struct Driver {
     @Test(arguments: [1, 2, 3, 4, 5] as [UInt64])
     func randomEdgesKeepTheInvariants(seed: UInt64) {
         var rng = SeededRandom(seed: seed)
-        for mode in ButtonMode.allCases {
+        for mode in PTTMode.allCases {
             var d = Driver(mode)
             var t: Int64 = 0
             var level = false

@@ -1,26 +1,33 @@
 import Testing
 import Foundation
 import Wire
+import SimulatedNetwork
 import ICE
 import DTLS
 @testable import Peer
 
 /// Two peers joined by an in-memory network on a manual clock, with seeded loss and
-/// delay (delay differences reorder datagrams).
+/// delay (delay differences reorder datagrams): the shared network
+/// (Tests/SimulatedNetwork) with no NAT and a uniform delay in [0, `maxDelay`).
 final class TwoPeers {
-    struct InFlight { let due: Instant; let order: Int; let bytes: [UInt8]; let from: SocketAddress; let to: SocketAddress }
+    typealias InFlight = DatagramNetwork.InFlight
 
     let offerer: Peer
     let answerer: Peer
     let offererAddress = SocketAddress("192.0.2.1:5000")!
     let answererAddress = SocketAddress("198.51.100.2:6000")!
-    var now = Instant(nanoseconds: 10_000_000_000)
-    var rng: SeededRandom
-    var loss = 0.0
-    var maxDelay: Duration = .milliseconds(5)
-    var blackhole = false
-    var inFlight: [InFlight] = []
-    var order = 0
+    let network: DatagramNetwork
+    var now: Instant {
+        get { network.now }
+        set { network.now = newValue }
+    }
+    var loss = 0.0 { didSet { impair() } }
+    var maxDelay: Duration = .milliseconds(5) { didSet { impair() } }
+    var blackhole: Bool {
+        get { network.blackholeUntil == .distantFuture }
+        set { network.blackholeUntil = newValue ? .distantFuture : nil }
+    }
+    var inFlight: [InFlight] { network.inFlight }
     var events: [(Bool, PeerEvent)] = []
     var deadlines: [Instant] = [.distantFuture, .distantFuture]
     /// Every datagram either peer sent: (sender is the offerer, to).
@@ -32,13 +39,16 @@ final class TwoPeers {
     var borrowInput = false
 
     init(seed: UInt64, tamperAnswer: ((String) -> String)? = nil, configure: ((inout PeerConfiguration) -> Void)? = nil) throws {
-        rng = SeededRandom(seed: seed)
+        network = DatagramNetwork(seed: seed)
+        network.attach(offererAddress, side: .device)
+        network.attach(answererAddress, side: .provider)
         let crypto = try CryptoRandom()
         var oc = PeerConfiguration(hostAddresses: [offererAddress]), ac = PeerConfiguration(hostAddresses: [answererAddress])
         configure?(&oc)
         configure?(&ac)
-        offerer = try Peer(role: .offerer, configuration: oc, identity: try Identity(random: crypto), crypto: crypto, seed: rng.next())
-        answerer = try Peer(role: .answerer, configuration: ac, identity: try Identity(random: crypto), crypto: crypto, seed: rng.next())
+        offerer = try Peer(role: .offerer, configuration: oc, identity: try Identity(random: crypto), crypto: crypto, seed: network.rng.next())
+        answerer = try Peer(role: .answerer, configuration: ac, identity: try Identity(random: crypto), crypto: crypto, seed: network.rng.next())
+        impair()
         offerer.start(now: now)
         answerer.start(now: now)
         drain()
@@ -46,6 +56,12 @@ final class TwoPeers {
         let answer = try answerer.acceptOffer(offer, now: now)
         try offerer.setRemoteAnswer(tamperAnswer?(answer) ?? answer, now: now)
         drain()
+    }
+
+    func impair() {
+        let path = Impairment(loss: loss, delay: .zero, jitter: maxDelay)
+        network.up = path
+        network.down = path
     }
 
     func peer(_ first: Bool) -> Peer { first ? offerer : answerer }
@@ -57,10 +73,7 @@ final class TwoPeers {
                 switch p.pollOutput() {
                 case .transmit(let bytes, let from, let to):
                     destinations.append((first, to))
-                    guard !blackhole, Double(rng.next() % 10_000) / 10_000 >= loss else { continue }
-                    let delay = Duration(nanoseconds: Int64(rng.next() % UInt64(max(1, maxDelay.nanoseconds))))
-                    inFlight.append(InFlight(due: now + delay, order: order, bytes: bytes, from: from, to: to))
-                    order += 1
+                    network.send(bytes, from: from, to: to, fromDevice: first)
                 case .event(let e):
                     events.append((first, e))
                     eventTimes.append((first, e, now))
@@ -76,23 +89,21 @@ final class TwoPeers {
     func run(until end: Instant, each: ((Instant) -> Void)? = nil, every: Duration = .milliseconds(20)) {
         var nextTick = now
         while now < end {
-            let nextPacket = inFlight.min { ($0.due, $0.order) < ($1.due, $1.order) }?.due ?? .distantFuture
-            var next = min(nextPacket, deadlines[0], deadlines[1], end)
+            var next = min(network.nextDue, deadlines[0], deadlines[1], end)
             if each != nil { next = min(next, nextTick) }
             now = max(now, next)
             if each != nil && now >= nextTick {
                 each?(now)
                 nextTick = nextTick + every
             }
-            let due = inFlight.filter { $0.due <= now }.sorted { ($0.due, $0.order) < ($1.due, $1.order) }
-            inFlight.removeAll { $0.due <= now }
-            for d in due where d.to == offererAddress || d.to == answererAddress {
-                let target = d.to == offererAddress ? offerer : answerer
+            for d in network.takeDue() {
+                guard let (local, side) = network.route(d) else { continue }
+                let target = peer(side == .device)
                 if borrowInput {
                     var buffer = d.bytes
-                    buffer.withUnsafeMutableBytes { target.handleInput($0, from: d.from, local: d.to, now: now) }
+                    buffer.withUnsafeMutableBytes { target.handleInput($0, from: d.from, local: local, now: now) }
                 } else {
-                    target.handleInput(d.bytes, from: d.from, local: d.to, now: now)
+                    target.handleInput(d.bytes, from: d.from, local: local, now: now)
                 }
             }
             for first in [true, false] where deadlines[first ? 0 : 1] <= now {

@@ -1,6 +1,7 @@
 import Testing
 import Foundation
 import Wire
+import SimulatedNetwork
 import ICE
 import DTLS
 import SCTP

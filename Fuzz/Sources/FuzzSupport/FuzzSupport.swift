@@ -10,6 +10,7 @@
 @_exported import Signaling
 @_exported import Audio
 @_exported import Agent
+@_exported import Settings
 
 /// An invariant of the parser under test. A failure is a finding just like a trap:
 /// print what broke and abort so libFuzzer records the input.

@@ -18,7 +18,7 @@ public func fuzz(_ data: UnsafePointer<UInt8>?, _ size: Int) -> Int32 {
         switch error {
         case .unknownKey(_, let s, _), .badValue(_, _, _, let s), .syntax(_, let s), .duplicateKey(_, let s, _): source = s
         case .conflict(_, let s): source = s
-        case .missingValue, .unexpectedArgument: break
+        case .missingValue, .unexpectedArgument, .notAnOption: break
         }
         if case .file(_, let line) = source {
             invariant(line >= 1 && line <= lines, "error on line \(line) of a \(lines)-line file: \(error)")

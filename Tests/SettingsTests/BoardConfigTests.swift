@@ -1,7 +1,7 @@
 import Foundation
 import Testing
 import Wire
-@testable import Agent
+@testable import Settings
 
 /// The keys issue 7 added (button details and status LEDs).
 let boardKeys: Set<String> = ["ptt-required", "ptt-debounce-ms", "ptt-long-press-ms", "leds", "led-spi", "led-count"]

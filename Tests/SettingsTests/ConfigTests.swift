@@ -1,7 +1,7 @@
 import Testing
 import Wire
 import Signaling
-@testable import Agent
+@testable import Settings
 
 /// A route so that `load` validates; most tests are about other keys.
 let route = "whip = https://whip.example.net/whip\n"
@@ -67,6 +67,7 @@ func message(_ body: () throws(ConfigError) -> Config) -> String? {
         noise-gate = on
         noise-gate-dbfs = -55.25
         limiter = false
+        limiter-dbfs = -3.5
         high-pass-hz = 120
         bitrate = 24000
         complexity = 3
@@ -99,7 +100,7 @@ func message(_ body: () throws(ConfigError) -> Config) -> String? {
         #expect(c.statsSeconds == 30 && c.statusFile == "/run/linnet/status")
         #expect(c.rate == 16_000 && c.captureChannel == .index(1))
         #expect(c.gainDB == -3.5 && c.agc && c.agcTargetDBFS == -20)
-        #expect(c.noiseGate && c.noiseGateDBFS == -55.25 && !c.limiter && c.highPassHz == 120)
+        #expect(c.noiseGate && c.noiseGateDBFS == -55.25 && !c.limiter && c.limiterDBFS == -3.5 && c.highPassHz == 120)
         #expect(c.bitrate == 24_000 && c.complexity == 3 && !c.fec && c.dtx && c.frameMS == 10)
         #expect(c.instructions == "You are a kitchen intercom.\nBe brief; say \"done\" at the end.")
         #expect(c.voice == "verse" && c.transcriptionModel == "gpt-4o-mini-transcribe")

@@ -1,0 +1,484 @@
+/// One session with the provider through its route, pure: sockets asked for, candidates
+/// gathered (bounded), the ephemeral key fetched (OpenAI), the offer posted (redirects
+/// followed by Signaling's rules), the answer applied, the events channel opened and
+/// fed, a WHIP ICE restart, and the provider-side close before the peer's own. It
+/// reports to its `AgentCore`, which decides (through the Supervisor) what follows.
+import Wire
+import JSON
+import Signaling
+import Peer
+import ICE
+import DTLS
+import SDP
+import SCTP
+
+final class SessionMachine {
+    /// What an HTTP exchange was for.
+    enum Purpose: Equatable {
+        case ephemeralKey
+        case offer(redirectsLeft: Int)
+        case restart
+        case close
+    }
+
+    enum Phase: Equatable {
+        /// Waiting for the runtime's sockets.
+        case binding
+        /// Gathering host and server-reflexive candidates, until complete or the deadline.
+        case gathering(until: Instant)
+        /// An exchange with the provider before the answer (key, offer, redirects).
+        case signaling
+        /// The answer is applied: ICE and DTLS.
+        case connecting
+        /// The provider-side close is out (or there is none): the peer closes after.
+        case closing
+        case closed
+    }
+
+    let id: Int
+    /// The core it reports to (a strong reference: the core drops the session when it
+    /// finishes, which ends the cycle; Embedded Swift has no `unowned`).
+    let core: AgentCore
+    let peerSeed: UInt64
+    var phase = Phase.binding
+    var peer: Peer?
+    var media: CallMedia?
+    /// The bearer for provider requests: the device's token, or on OpenAI the ephemeral
+    /// key bound to the calls URL's origin.
+    var bearer: BearerCredential?
+    var answer: RouteAnswer?
+    var warnedForeignResource = false
+    var eventsChannel: UInt16?
+    var eventsChannelOpen = false
+    var queued: [String] = []
+    var wasConnected = false
+    var offerSentAt: Instant?
+    var firstAudioAt: Instant?
+    var peerDeadline = Instant.distantFuture
+    var pending: RequestID?
+    var restartRequest: RequestID?
+    var closeRequest: RequestID?
+    var closing: Bool { phase == .closing || phase == .closed }
+
+    init(id: Int, core: AgentCore, peerSeed: UInt64) {
+        self.id = id
+        self.core = core
+        self.peerSeed = peerSeed
+        if case .openai = core.settings.route { bearer = nil } else { bearer = core.deviceCredential }
+    }
+
+    var route: Route { core.settings.route }
+    var now: Instant { core.now }
+
+    /// The earliest instant this session needs `handleTimeout`.
+    var deadline: Instant {
+        var t = peerDeadline
+        if case .gathering(let until) = phase { t = min(t, until) }
+        return t
+    }
+
+    /// Milliseconds from posting the offer to the first audio packet received.
+    var connectMilliseconds: Int64? {
+        guard let a = offerSentAt, let b = firstAudioAt else { return nil }
+        return (b - a).milliseconds
+    }
+
+    /// A server's text for the log and the events, with our secrets taken out (an error
+    /// page may echo the request's headers back).
+    func redacted(_ text: String) -> String {
+        var t = text
+        if let c = core.deviceCredential { t = c.redact(t) }
+        if let bearer { t = bearer.redact(t) }
+        return t
+    }
+
+    // MARK: - Setting up
+
+    func bound(_ addresses: [SocketAddress]) {
+        guard phase == .binding else { return }
+        guard !addresses.isEmpty else {
+            return fail(.transient("no usable network address to gather candidates on (is the network up?)"), .unavailable)
+        }
+        guard let media = core.makeMedia(id) else {
+            return fail(.transient("the Opus codec could not be set up"), .software)
+        }
+        self.media = media
+        var configuration = core.settings.peer
+        configuration.hostAddresses = addresses
+        do throws(PeerError) {
+            peer = try Peer(role: .offerer, configuration: configuration, identity: core.identity, crypto: core.crypto, seed: peerSeed)
+        } catch {
+            return fail(.transient(error.description), .unavailable)
+        }
+        phase = .gathering(until: now + core.settings.gatherTimeout)
+        peer?.start(now: now)
+        drainPeer()
+        if let peer, peer.gatheringComplete { gathered() }
+    }
+
+    func gathered() {
+        guard case .gathering = phase else { return }
+        phase = .signaling
+        if case .openai(_, let tokenURL) = route {
+            core.log(.info, "session \(id): ephemeral key ← \(tokenURL)")
+            pending = core.request(id, .ephemeralKey, RouteClient.ephemeralKeyRequest(tokenURL, credential: core.deviceCredential),
+                                   timeout: core.settings.offerTimeout)
+        } else {
+            sendOffer()
+        }
+    }
+
+    func sendOffer() {
+        guard let peer else { return }
+        let offer: String
+        do throws(PeerError) { offer = try peer.createOffer() } catch {
+            return fail(.transient("cannot build the offer: \(error)"), .software)
+        }
+        let request = RouteClient.offerRequest(route, offer: offer, bearer: bearer)
+        core.log(.info, "session \(id): offer → \(request.url)")
+        offerSentAt = now
+        post(request, redirectsLeft: RouteClient.maxRedirects)
+    }
+
+    var offerInFlight: HTTPRequest?
+
+    func post(_ request: HTTPRequest, redirectsLeft: Int) {
+        offerInFlight = request
+        pending = core.request(id, .offer(redirectsLeft: redirectsLeft), request, timeout: core.settings.offerTimeout)
+    }
+
+    // MARK: - HTTP results
+
+    func httpFailed(_ purpose: Purpose, _ failure: HTTPTransportFailure) {
+        if pending != nil, purpose != .restart, purpose != .close { pending = nil }
+        let status: ExitStatus
+        switch failure.kind {
+        case .configuration: status = .config
+        case .badData: status = .dataError
+        case .noAnswer: status = .unavailable
+        }
+        switch purpose {
+        case .ephemeralKey:
+            guard !closing else { return }
+            let url = route.credentialURL
+            fail(failure.kind == .configuration ? .configuration("the token URL \(url): \(failure)")
+                 : .transient("the token URL \(url) did not answer: \(failure)"), status)
+        case .offer:
+            guard !closing else { return }
+            let url = offerInFlight?.url.description ?? route.credentialURL.description
+            fail(failure.kind == .configuration ? .configuration("the offer to \(url): \(failure)")
+                 : .transient("the offer to \(url) was not answered: \(failure)"), status)
+        case .restart:
+            restartRequest = nil
+            core.log(.info, "session \(id): ICE restart failed: \(failure)")
+            core.restartDone(self, ok: false)
+        case .close:
+            closeRequest = nil
+            core.log(.warning, "session \(id): provider close failed: \(failure)")
+            finishClose()
+        }
+    }
+
+    func httpResponse(_ purpose: Purpose, _ r: HTTPResponse, wallClock: Int64) {
+        switch purpose {
+        case .ephemeralKey:
+            pending = nil
+            guard !closing else { return }
+            guard case .openai(let calls, let tokenURL) = route else { return }
+            switch RouteClient.ephemeralKey(r, tokenURL: tokenURL, now: wallClock, redact: redacted) {
+            case .success(let key):
+                bearer = BearerCredential(token: key, for: calls)
+                sendOffer()
+            case .failure(let f):
+                fail(f)
+            }
+        case .offer(let left):
+            pending = nil
+            guard !closing, let request = offerInFlight else { return }
+            switch RouteClient.offerOutcome(route, r, url: request.url, now: wallClock, redact: redacted) {
+            case .redirect(let next):
+                guard left > 0 else {
+                    return fail(.badAnswer("the offer to \(request.url) was redirected too many times (a redirect loop?)"))
+                }
+                if bearer != nil && bearer?.authorization(for: next) == nil {
+                    core.log(.warning, "session \(id): redirected to \(next), another origin than the one configured: the token is not sent there")
+                } else {
+                    core.log(.info, "session \(id): redirected to \(next)")
+                }
+                post(RouteClient.redirected(request, to: next, bearer: bearer), redirectsLeft: left - 1)
+            case .failure(let f):
+                fail(f)
+            case .answer(let a):
+                answered(a)
+            }
+        case .restart:
+            restartRequest = nil
+            guard !closing, let peer else { return }
+            switch RouteClient.restartOutcome(r, redact: redacted) {
+            case .success(let (fragment, etag)):
+                do throws(PeerError) {
+                    try peer.applyRemoteRestart(fragment, now: now)
+                    drainPeer()
+                    if let etag { answer?.etag = etag }
+                    core.restartDone(self, ok: true)
+                } catch {
+                    core.log(.warning, "session \(id): the ICE restart answer is unusable: \(error)")
+                    core.restartDone(self, ok: false)
+                }
+            case .failure(let f):
+                core.log(.info, "session \(id): \(f)")
+                answer?.etag = nil
+                core.restartDone(self, ok: false)
+            }
+        case .close:
+            closeRequest = nil
+            core.log(.info, "session \(id): provider close \(r.status) \(redacted(r.bodyExcerpt(80)))")
+            finishClose()
+        }
+    }
+
+    func answered(_ a: RouteAnswer) {
+        guard let peer else { return }
+        answer = a
+        for w in a.warnings { core.log(.warning, "session \(id): \(w)") }
+        if let resource = a.resource, bearer != nil, bearer?.authorization(for: resource) == nil, !warnedForeignResource {
+            warnedForeignResource = true
+            core.log(.warning, "session \(id): the session resource \(resource) is on another origin than the one configured: DELETE and PATCH go there without the token")
+        }
+        do throws(PeerError) {
+            try peer.setRemoteAnswer(a.sdp, now: now)
+        } catch {
+            return fail(.badAnswer("the provider's answer is unusable: \(error)"))
+        }
+        phase = .connecting
+        drainPeer()
+        core.log(.info, "session \(id): answer applied; connecting")
+        if let direction = peer.negotiatedSession?.audioDirection, direction != .sendrecv {
+            // RFC 3264 §6.1: what the answer allows is what happens; the user should know.
+            let what: String
+            switch direction {
+            case .inactive: what = "no audio either way: the microphone is not sent and nothing is played"
+            case .recvonly: what = "the microphone is not sent (the provider only speaks)"
+            case .sendonly: what = "nothing of the provider's voice will be played (it only listens)"
+            case .sendrecv: what = ""
+            }
+            core.log(.warning, "session \(id): the answer leaves us \(direction.rawValue) (our side of the audio): \(what)")
+        }
+        if peer.dataChannelRejected { channelRejected() }
+    }
+
+    /// The provider answered our `application` section with port 0 (RFC 3264 §6): the
+    /// call goes on with audio only, so say once what that costs.
+    func channelRejected() {
+        let lost: String
+        if case .openai = route {
+            lost = "no transcripts and no push-to-talk turn commands (session.update, commit, response.create): only the provider's own voice detection works"
+        } else {
+            lost = "no transcripts or provider events, and nothing from 'send' is sent"
+        }
+        let label = core.settings.eventsChannel
+        core.log(.warning, "session \(id): the provider rejected the data channel (m=application 0): no events channel '\(label)', so \(lost); audio goes on")
+        core.record("channel", [("event", "rejected"), ("label", .string(label))])
+    }
+
+    func fail(_ f: RouteFailure) {
+        switch f {
+        case .unauthorized(let m): fail(.unauthorized(m), .config)
+        case .retryAfter(let d, let m): fail(.retryAfter(d, m), .unavailable)
+        case .badAnswer(let m): fail(.transient(m), .dataError)
+        case .unavailable(let m): fail(.transient(m), .unavailable)
+        }
+    }
+
+    func fail(_ failure: SessionFailure, _ status: ExitStatus) {
+        guard !closing else { return }
+        core.failed(self, failure, status)
+    }
+
+    // MARK: - The peer
+
+    func datagram(_ bytes: UnsafeMutableRawBufferPointer, from: SocketAddress, local: SocketAddress) {
+        guard let peer, phase != .closed else { return }
+        peer.handleInput(bytes, from: from, local: local, now: now)
+        drainPeer()
+    }
+
+    func handleTimeout() {
+        if case .gathering(let until) = phase, now >= until { gathered() }
+        if let peer, now >= peerDeadline {
+            peer.handleTimeout(now: now)
+            drainPeer()
+        }
+    }
+
+    /// One uplink frame: encoded straight into the RTP packet the peer builds.
+    func sendAudio(_ frame: UnsafeBufferPointer<Int16>, media: CallMedia) {
+        guard let peer else { return }
+        peer.sendAudio(samples: media.frameTicks, now: now) { room in media.encode(frame, into: room) }
+        drainPeer()
+    }
+
+    func drainPeer() {
+        guard let peer else { return }
+        loop: while true {
+            switch peer.pollOutput() {
+            case .transmit(let bytes, let from, let to):
+                core.emit(.transmit(session: id, bytes: bytes, from: from, to: to))
+            case .event(let e):
+                event(e)
+            case .timeout(let t):
+                peerDeadline = t
+                break loop
+            }
+        }
+        if case .gathering = phase, peer.gatheringComplete { gathered() }
+    }
+
+    func event(_ e: PeerEvent) {
+        switch e {
+        case .audio(let a):
+            if firstAudioAt == nil { firstAudioAt = now }
+            media?.received(a)
+            return
+        case .closed where phase == .closing:
+            return finishPeer()
+        default: break
+        }
+        guard !closing else { return }
+        switch e {
+        case .iceStateChanged(let s):
+            core.log(.debug, "session \(id): ICE \(s)")
+            if s == .disconnected && wasConnected { core.disconnected(self) }
+            if s == .connected && wasConnected { core.connected(self) }
+        case .selectedPairChanged(let p):
+            core.log(.info, "session \(id): path \(p)")
+        case .connected:
+            wasConnected = true
+            core.log(.info, "session \(id): DTLS-SRTP up")
+            core.connected(self)
+        case .dataChannel(let d):
+            dataChannel(d)
+        case .failed(let error):
+            core.failed(self, .transient("the call failed: \(error)"), .unavailable)
+        case .closed:
+            core.ended(self, "the provider closed the call")
+        case .gatheringComplete, .audio:
+            break
+        }
+    }
+
+    func dataChannel(_ e: DataChannelEvent) {
+        guard let peer else { return }
+        switch e {
+        case .connected:
+            // The offerer opens the events channel (providers expect the client to).
+            do throws(PeerError) {
+                eventsChannel = try peer.openChannel(label: core.settings.eventsChannel, now: now)
+            } catch {
+                core.log(.warning, "session \(id): cannot open the '\(core.settings.eventsChannel)' channel: \(error)")
+            }
+        case .opened(let channel, let label, _):
+            core.log(.info, "session \(id): data channel '\(label)' open")
+            if channel == eventsChannel {
+                eventsChannelOpen = true
+                flushQueue()
+            }
+            core.channelOpened(self, channel: channel, label: label)
+        case .message(let channel, let data, let isText):
+            let label = peer.label(of: channel) ?? String(channel)
+            if isText {
+                core.message(self, label: label, text: String(decoding: data, as: UTF8.self), binary: nil)
+            } else {
+                core.message(self, label: label, text: nil, binary: data)
+            }
+        case .closed(let channel):
+            if channel == eventsChannel {
+                eventsChannel = nil
+                eventsChannelOpen = false
+            }
+            core.record("channel", [("event", "closed"), ("id", .number(JSONNumber(Int(channel))))])
+        case .sendBufferLow:
+            flushQueue()
+        case .associationClosed:
+            break
+        }
+    }
+
+    /// Queues a text message for the events channel (sent now if it is open).
+    func sendEvent(_ text: String) {
+        queued.append(text)
+        flushQueue()
+    }
+
+    func flushQueue() {
+        guard let peer, let channel = eventsChannel, eventsChannelOpen else { return }
+        var sent = 0
+        while sent < queued.count {
+            do throws(PeerError) {
+                try peer.send(channel: channel, text: queued[sent], now: now)
+                sent += 1
+            } catch {
+                // A full send buffer: wait for `.sendBufferLow`. Anything else is logged
+                // and the message dropped.
+                if case .dataChannel(.sendBufferFull) = error { break }
+                core.log(.warning, "session \(id): could not send on '\(core.settings.eventsChannel)': \(error)")
+                sent += 1
+            }
+        }
+        queued.removeFirst(sent)
+        drainPeer()
+    }
+
+    // MARK: - ICE restart (RFC 9725 §4.3.2)
+
+    /// Starts a WHIP ICE restart: new credentials in an RFC 8840 fragment `PATCH`ed to the
+    /// resource; DTLS, SRTP and the data channels carry on. False when it cannot be done
+    /// (no ETag, no resource, a route without restarts).
+    func restartICE() -> Bool {
+        guard route.restartsICE, let resource = answer?.resource, answer?.etag != nil, let peer, !closing else { return false }
+        do throws(PeerError) { _ = try peer.restartICE(now: now) } catch {
+            core.log(.warning, "session \(id): cannot restart ICE: \(error)")
+            return false
+        }
+        drainPeer()
+        core.log(.info, "session \(id): ICE restart → \(resource)")
+        restartRequest = core.request(id, .restart, RouteClient.restartRequest(resource: resource, fragment: peer.iceRestartFragment(), bearer: bearer),
+                                      timeout: core.settings.restartTimeout)
+        return true
+    }
+
+    // MARK: - Closing
+
+    /// Ends the session: provider-side close first (a DELETE for a session the peer
+    /// already saw end would be refused), then the peer's own (BYE, close_notify).
+    /// Bounded: a provider that does not answer must not keep the device from
+    /// reconnecting or ending.
+    func close() {
+        guard !closing else { return }
+        phase = .closing
+        for r in [pending, restartRequest].compactMap({ $0 }) { core.cancel(r) }
+        pending = nil
+        restartRequest = nil
+        if let request = RouteClient.closeRequest(route, answer: answer, bearer: bearer) {
+            closeRequest = core.request(id, .close, request, timeout: core.settings.closeTimeout)
+        } else {
+            finishClose()
+        }
+    }
+
+    func finishClose() {
+        guard phase == .closing else { return }
+        if let peer {
+            peer.close(now: now)
+            drainPeer()
+        }
+        finishPeer()
+    }
+
+    func finishPeer() {
+        guard phase != .closed else { return }
+        phase = .closed
+        peerDeadline = .distantFuture
+        core.sessionFinished(id)
+    }
+}

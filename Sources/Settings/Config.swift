@@ -1,0 +1,257 @@
+// The typed view of the settings: what the rest of the program reads. Filled from the
+// table (Table.swift); its rules across keys (`validate`) live here.
+import Wire
+import Audio
+import Signaling
+
+// MARK: Value types
+
+/// How the provider decides a user's turn has ended.
+public enum TurnDetection: String, Sendable, Equatable, CaseIterable {
+    /// The button ends the turn (`turn_detection: null`, PROTOCOLS.md).
+    case ptt
+    /// The provider's voice activity detection.
+    case vad
+}
+
+/// What `linnet answer` sends back.
+public enum AnswerMode: String, Sendable, Equatable, CaseIterable {
+    /// What it receives.
+    case echo
+    /// A 440 Hz tone.
+    case tone
+}
+
+/// Which channel of a multi-channel capture device becomes the mono voice.
+public enum CaptureChannel: Sendable, Equatable {
+    /// The average of all channels.
+    case mix
+    /// One channel, 0-based (0 is the left of a stereo HAT).
+    case index(Int)
+}
+
+/// A push-to-talk GPIO line: a line name (`GPIO17`) or `CHIP:OFFSET` (`gpiochip0:17`).
+public enum GPIOLine: Sendable, Equatable, CustomStringConvertible {
+    case name(String)
+    case chip(String, offset: Int)
+
+    /// As the config spells it: `GPIO17` or `gpiochip0:17`.
+    public var description: String {
+        switch self {
+        case .name(let n): return n
+        case .chip(let c, let o): return "\(c):\(o)"
+        }
+    }
+}
+
+/// `HOST:PORT` (IPv6 hosts in brackets), as `--stun` takes it.
+public struct HostPort: Sendable, Equatable, CustomStringConvertible {
+    public var host: String
+    public var port: UInt16
+
+    public init(host: String, port: UInt16) {
+        self.host = host
+        self.port = port
+    }
+
+    public var description: String { (host.contains(":") ? "[\(host)]" : host) + ":\(port)" }
+}
+
+// MARK: Config
+
+/// Everything a command is configured with. One property per key of `SettingsTable.rows`
+/// (whose row has the key's help, range and default).
+///
+/// The values written below are placeholders of the right type, so the struct can be
+/// built; `init()` sets every property to its row's default, the one place a default is
+/// written.
+public struct Config: Sendable, Equatable {
+    // Route (exactly one of whip, backend + chat, openai + token-url).
+    public var whip: HTTPURL? = nil
+    public var backend: HTTPURL? = nil
+    public var chat: String? = nil
+    public var openai = false
+    public var tokenURL: HTTPURL? = nil
+    public var openaiURL = HTTPURL(secure: true, host: "", port: 0, target: "/")
+    /// The bearer token file; nil: `$CREDENTIALS_DIRECTORY/token` (RunCommand).
+    public var tokenFile: String? = nil
+    public var caFile: String? = nil
+    public var pins: [SPKIPin] = []
+
+    // Microphone and speaker.
+    public var capture = ""
+    public var playback = ""
+    public var input: String? = nil
+    public var output: String? = nil
+    public var loopInput = false
+    /// `linnet audio` paces the devices itself.
+    public var pace = false
+
+    // Push-to-talk button and LEDs.
+    public var ptt: GPIOLine? = nil
+    public var pttMode = PTTMode.hold
+    public var pttRequired = false
+    public var pttDebounceMS = 0
+    public var pttLongPressMS = 0
+    public var leds: [GPIOLine] = []
+    public var ledSPI: String? = nil
+    public var ledCount = 0
+
+    // Network.
+    public var stun: HostPort? = nil
+    /// Interfaces to gather candidates on; empty: every up, non-loopback one.
+    public var interfaces: [String] = []
+
+    // Provider session.
+    public var instructions: String? = nil
+    public var voice: String? = nil
+    public var transcriptionModel: String? = nil
+    /// Nil: `ptt` when a button is configured (and not `open`), else `vad`.
+    public var turnDetection: TurnDetection? = nil
+    public var maxSessionMinutes = 0
+    public var maxSessionSeconds: Int? = nil
+    public var eventsChannel = ""
+    public var send: String? = nil
+
+    // Running.
+    public var seconds = 0
+    public var maxAttempts = 0
+    /// Session events as JSON lines; `-` is stdout.
+    public var events: String? = nil
+    public var eventsLabel: String? = nil
+    public var statsSeconds = 0
+    public var statusFile: String? = nil
+    public var logLevel = LogLevel.info
+
+    // Capture hooks and Opus.
+    public var rate = 0
+    public var captureChannel = CaptureChannel.mix
+    public var highPassHz = 0
+    public var gainDB = 0.0
+    public var agc = false
+    public var agcTargetDBFS = 0.0
+    public var noiseGate = false
+    public var noiseGateDBFS = 0.0
+    public var limiter = false
+    public var limiterDBFS = 0.0
+    public var bitrate = 0
+    public var complexity = 0
+    public var fec = false
+    public var dtx = false
+    public var frameMS = 0
+
+    // `linnet answer`.
+    public var listen: SocketAddress? = nil
+    public var answerMode = AnswerMode.echo
+
+    /// Which layer set each key (absent: the default).
+    public var sources: [String: ConfigSource] = [:]
+    /// The command whose flags and defaults apply (an empty value resets to its default).
+    public internal(set) var command = Command.run
+
+    /// `run`'s defaults.
+    public init() { self = Config.runDefaults }
+
+    /// `command`'s defaults: each row's, or the command's own where the row has one.
+    public init(for command: Command) {
+        self = command == .run ? Config.runDefaults : Config.defaults(for: command)
+    }
+
+    /// Every property at its placeholder (only to start `defaults(for:)` from).
+    init(placeholders: ()) {}
+
+    static let runDefaults = defaults(for: .run)
+
+    static func defaults(for command: Command) -> Config {
+        var c = Config(placeholders: ())
+        c.command = command
+        for key in SettingsTable.rows { c.reset(key) }
+        return c
+    }
+
+    /// The key's default for this config's command (or unset).
+    mutating func reset(_ key: Key) {
+        if let text = key.defaultText(for: command) { _ = key.assign(&self, text) } else { key.clear(&self) }
+    }
+
+    // MARK: Derived values
+
+    /// The session limit in effect.
+    public var maximumSessionSeconds: Int { maxSessionSeconds ?? maxSessionMinutes * 60 }
+
+    /// The turn detection in effect.
+    public var effectiveTurnDetection: TurnDetection {
+        if let turnDetection { return turnDetection }
+        return ptt != nil && pttMode != .open ? .ptt : .vad
+    }
+
+    /// `run`'s keys, as the config file, `LINNET_…` and `--…` spell them.
+    public static var keys: [String] { SettingsTable.layerKeys }
+
+    /// The default config file, read when it exists and no other is named.
+    public static let defaultPath = "/etc/linnet/linnet.conf"
+
+    // MARK: Rules across keys
+
+    /// Checks what no single key can: one route, and options that cannot work without
+    /// another. Harmless leftovers (a `ptt-mode` with no button, `agc-target-dbfs` with
+    /// AGC off) are allowed, so a higher layer can switch a feature off without unsetting
+    /// its tuning; `input` / `output` simply replace `capture` / `playback`.
+    public func validate(requireRoute: Bool = true) throws(ConfigError) {
+        func at(_ key: String) -> String {
+            guard let s = sources[key] else { return key }
+            return "\(key) (\(s))"
+        }
+        var routes: [String] = []
+        if whip != nil { routes.append("whip") }
+        if backend != nil { routes.append("backend") }
+        if openai { routes.append("openai") }
+        if routes.count > 1 {
+            var list = ""
+            for (i, r) in routes.enumerated() { list += (i == 0 ? "" : (i == routes.count - 1 ? " and " : ", ")) + at(r) }
+            // Suggest unsetting the route from the lowest layer: the newer one is
+            // more likely what the user means now.
+            func layer(_ key: String) -> Int {
+                switch sources[key] {
+                case .file?: return 0
+                case .environment?: return 1
+                case .flag?: return 2
+                case nil: return 0
+                }
+            }
+            var oldest = routes[0]
+            for r in routes where layer(r) < layer(oldest) { oldest = r }
+            let both = routes.count == 2 ? "both" : "all"
+            throw .conflict("choose one route: \(list) are \(both) set (unset one with an empty value, e.g. --\(oldest)=)", source: nil)
+        }
+        if routes.isEmpty && requireRoute {
+            throw .conflict("no route: set whip, backend (with chat) or openai (with token-url)", source: nil)
+        }
+        if backend != nil && chat == nil {
+            throw .conflict("backend needs chat (the chat id of the backend's voice route)", source: sources["backend"])
+        }
+        if chat != nil && backend == nil {
+            throw .conflict("chat applies only with backend", source: sources["chat"])
+        }
+        if openai && tokenURL == nil {
+            throw .conflict("openai needs token-url (where the backend hands out ephemeral keys)", source: sources["openai"])
+        }
+        if tokenURL != nil && !openai {
+            throw .conflict("token-url applies only with openai", source: sources["token-url"])
+        }
+        // Push-to-talk without a GPIO button is allowed: the terminal's space bar and
+        // SIGUSR1 drive the same path. An open-mic button mode contradicts it.
+        if turnDetection == .ptt && ptt != nil && pttMode == .open {
+            throw .conflict("turn-detection ptt contradicts ptt-mode open (no button): use ptt-mode hold or toggle", source: sources["turn-detection"])
+        }
+        if pttRequired && ptt == nil {
+            throw .conflict("ptt-required needs a button (ptt = GPIO17 or CHIP:OFFSET)", source: sources["ptt-required"])
+        }
+        if let ptt, leds.contains(ptt) {
+            throw .conflict("the LED line \(ptt) is also the push-to-talk button", source: sources["leds"])
+        }
+        for (i, l) in leds.enumerated() where leds[..<i].contains(l) {
+            throw .conflict("the LED line \(l) is listed twice", source: sources["leds"])
+        }
+    }
+}

@@ -1,0 +1,60 @@
+// The capture hooks and the Opus settings, from a Config's `hooks` and `codec` rows: the
+// one function `run` (AudioIO.capture) and `linnet audio` build their pipeline with, so
+// the same keys give the same chain (a test compares them).
+import Audio
+import Codec
+import Agent
+import Settings
+
+struct AudioSetup {
+    let rate: SampleRate
+    /// The device channel that becomes the voice; nil: the average of all.
+    let channel: Int?
+    let bitrate: Int32
+    let complexity: Int32
+    let fec: Bool
+    let dtx: Bool
+    /// `frame-ms`: the media frame (10 or 20 ms), as the call's Opus and RTP use it.
+    let frameMilliseconds: Int
+    let chain = HookChain()
+    let meter = LevelMeter()
+    let mute = MuteGate()
+
+    /// The chain, in this order: DC removal (high-pass), gain, AGC, noise gate, limiter,
+    /// level meter, and the mute gate last (what push-to-talk drives). A hook whose key
+    /// leaves it doing nothing (gain 0 dB, high-pass 0) is left out.
+    init(config: Config) throws(CLIFailure) {
+        guard let r = SampleRate(rawValue: config.rate) else { throw CLIFailure(.config, "rate must be 16000, 24000 or 48000") }
+        rate = r
+        if case .index(let k) = config.captureChannel { channel = k } else { channel = nil }
+        bitrate = Int32(config.bitrate)
+        complexity = Int32(config.complexity)
+        fec = config.fec
+        dtx = config.dtx
+        frameMilliseconds = config.frameMS
+        do throws(AudioError) {
+            if config.highPassHz > 0 { try chain.add(try HighPassFilter(cutoffHz: Double(config.highPassHz))) }
+            if config.gainDB != 0 { try chain.add(try GainHook(gainDB: config.gainDB)) }
+            if config.agc { try chain.add(try AutomaticGainControl(targetDBFS: config.agcTargetDBFS)) }
+            if config.noiseGate { try chain.add(try NoiseGate(thresholdDBFS: config.noiseGateDBFS)) }
+            if config.limiter { try chain.add(try Limiter(ceilingDBFS: config.limiterDBFS)) }
+            try chain.add(meter)
+            try chain.add(mute)
+        } catch {
+            throw CLIFailure(.config, error.description)
+        }
+    }
+
+    func encoder() throws(CLIFailure) -> OpusEncoder {
+        do throws(CodecError) {
+            let e = try OpusEncoder(sampleRate: Int32(rate.hertz), channels: 1)
+            try e.setBitrate(bitrate)
+            try e.setComplexity(complexity)
+            try e.setFEC(fec)
+            try e.setDTX(dtx)
+            return e
+        } catch {
+            throw CLIFailure(.usage, error.description)
+        }
+    }
+}

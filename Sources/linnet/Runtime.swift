@@ -1,0 +1,359 @@
+// The one I/O shell around the Agent core (Agent/AgentCore.swift): it carries out what
+// the core asks (bind a session's UDP sockets, send datagrams, run HTTP(S) exchanges,
+// mute, write records and the status file, exit) and feeds back what happens (datagrams,
+// HTTP results, audio frames, the button, signals, timers). It decides nothing: every
+// decision is the core's, tested there on a manual clock.
+import CSystem
+import Wire
+import Platform
+import JSON
+import Signaling
+import DTLS
+import Peer
+import ICE
+import Agent
+import Settings
+import Devices
+import Codec
+import Audio
+import Media
+
+/// What the runtime needs besides the core.
+struct RuntimeParts {
+    /// Where sessions gather host candidates (one UDP socket each, per session).
+    var addresses: [IPAddress]
+    var http: HTTPClient
+    var media: MediaSettings
+}
+
+final class Runtime {
+    let loop: EventLoop
+    let core: AgentCore
+    let parts: RuntimeParts
+    let audio: AudioIO
+    var sockets: [Int: [UDPSocket]] = [:]
+    var socketSources: [Int: [EventLoop.SourceID]] = [:]
+    /// Each session's media, made when the core asks (`makeMedia`): the core encodes
+    /// through it, playout reads the active one.
+    final class MediaStore {
+        var paths: [Int: MediaPath] = [:]
+    }
+    let media = MediaStore()
+    var activeMedia: MediaPath?
+    var calls: [RequestID: HTTPCall] = [:]
+    var events: EventLog?
+    var notifier: SystemdNotifier?
+    var statusPath: String?
+    var timer: DeadlineTimer!
+    var watchdog: WatchdogDriver?
+    var button: ButtonInput?
+    var lights: Lights?
+    var onStopped: (ExitStatus) -> Void = { _ in }
+    var stopped = false
+    var receiveBuffer = [UInt8](repeating: 0, count: 2048)
+
+    init(loop: EventLoop, core: AgentCore, parts: RuntimeParts, audio: AudioIO) {
+        self.loop = loop
+        self.core = core
+        self.parts = parts
+        self.audio = audio
+        timer = DeadlineTimer(loop: loop) { [self] in
+            guard !self.stopped else { return }
+            self.feedAudioCounters()
+            self.core.handleTimeout(now: self.loop.now)
+            self.drive()
+        }
+        let store = media, settings = parts.media
+        core.makeMedia = { id in
+            guard let m = try? MediaPath(settings) else { return nil }
+            store.paths[id] = m
+            return m
+        }
+    }
+
+    /// The core's settings from the command's config.
+    static func settings(config: Config, route: Route, token: String?, stun: SocketAddress?, addresses: [SocketAddress] = [],
+                         sendOnOpen: [String]) -> AgentSettings {
+        var policy = SupervisorPolicy()
+        policy.maximumSessionAge = .seconds(Int64(config.maximumSessionSeconds))
+        // WHIP can restart ICE (where the endpoint gave an ETag; a session without one
+        // reports that at once and a fresh session follows).
+        policy.iceRestart = route.restartsICE
+        var peer = PeerConfiguration(hostAddresses: addresses)
+        peer.ice.stunServer = stun
+        // A voice call never goes quiet for long (audio or RTCP every second): 1 s of
+        // nothing → an early consent check, unanswered 2 s → disconnected, so a
+        // vanished provider is noticed within 3 s (issue 6). Not 1.5 s + 1.5 s: a check
+        // then has only one retransmission (at 0.5 s) before the verdict, and at 1 %
+        // loss each way that made about 8 false `disconnected`s (and ICE restarts) a day
+        // (AgentTests' soak); in 2 s it gets two (0.5 s, 1.5 s).
+        peer.ice.silenceProbe = .milliseconds(1000)
+        peer.ice.disconnectedTimeout = .milliseconds(2000)
+        var realtime = RealtimeSettings(config: config)
+        // Without a transcription model the service sends no user transcripts; on the
+        // direct OpenAI route Linnet asks for its small one unless told otherwise (a
+        // backend configures its own sessions).
+        if case .openai = route, realtime.transcriptionModel == nil { realtime.transcriptionModel = "gpt-4o-mini-transcribe" }
+        // 100 ms is the service's floor for a commit, counted from what reached its
+        // buffer; RTP arrives behind the data channel, so 150 ms of sent audio keeps a
+        // just-long-enough press from failing as `commit_empty`.
+        realtime.minimumCommitMilliseconds = 150
+        return AgentSettings(route: route, token: token, policy: policy, maxAttempts: config.maxAttempts,
+                             runFor: config.seconds > 0 ? .seconds(Int64(config.seconds)) : nil, eventsChannel: config.eventsChannel,
+                             sendOnOpen: sendOnOpen, statsInterval: config.statsSeconds > 0 ? .seconds(Int64(config.statsSeconds)) : nil,
+                             pushToTalk: config.effectiveTurnDetection == .ptt, turnDetectionName: config.effectiveTurnDetection.rawValue,
+                             realtime: realtime, peer: peer)
+    }
+
+    // MARK: Start and stop
+
+    func start() throws(CLIFailure) {
+        audio.onFrame = { frame in
+            self.feedAudioCounters()
+            frame.withUnsafeBufferPointer { self.core.uplink($0, now: self.loop.now) }
+            self.drive()
+        }
+        audio.onSkip = { frames in
+            self.core.skipUplink(samples: UInt32(truncatingIfNeeded: min(frames, 1 << 20) * Int(self.audio.frameClock.rtpTicks)), now: self.loop.now)
+            self.drive()
+        }
+        // Playout is pulled by the speaker's clock (Devices' DuplexAudio), not a timer.
+        audio.onPlayout = { out in self.activeMedia?.playout(now: self.loop.now, into: out) ?? 0 }
+        try audio.start()
+        if let lights {
+            lights.state = { self.lightState() }
+            lights.start()
+        }
+        if let notifier {
+            // READY once the loop runs (Type=notify, sd_notify(3)).
+            loop.schedule(after: .zero) { _ = notifier.ready() }
+            if let interval = notifier.watchdogInterval {
+                watchdog = WatchdogDriver(loop: loop, notifier: notifier, interval: WatchdogHealth.interval(watchdogMicroseconds: interval.microseconds)) {
+                    self.audio.progress
+                }
+                watchdog?.start()
+            }
+        }
+        core.start(now: loop.now)
+        drive()
+    }
+
+    func stop(_ status: ExitStatus = .ok, _ reason: String? = nil) {
+        core.stop(status, reason: reason, now: loop.now)
+        drive()
+    }
+
+    func toggle() {
+        core.toggle(now: loop.now)
+        drive()
+    }
+
+    /// The button's events: talk (hold, or toggle's alternation) and the long press,
+    /// which ends the conversation and starts a fresh one (a new provider session).
+    func button(_ e: ButtonEvent) {
+        switch e {
+        case .talk(let down): core.talk(down, now: loop.now)
+        case .longPress: core.newConversation(now: loop.now)
+        }
+        drive()
+    }
+
+    /// What the status LEDs show.
+    func lightState() -> (LightState, Double) {
+        let level = audio.meter.map { StatusPattern.level(dBFS: $0.rmsDBFS) } ?? 0
+        switch core.state {
+        case .new, .closed: return (.idle, 0)
+        case .connecting: return (.connecting, 0)
+        case .disconnected, .failed: return (.error, 0)
+        case .connected:
+            if core.assistantSpeaking { return (.speaking, 0) }
+            if core.muted { return (.muted, 0) }
+            return (.listening, level)
+        }
+    }
+
+    // MARK: Driving the core
+
+    func feedAudioCounters() {
+        var a = AudioCounters()
+        let x = audio.xruns
+        a.captureXruns = x.capture
+        a.playbackXruns = x.playback
+        a.captureStalls = audio.clock.stalls
+        a.captureStaleFrames = audio.clock.staleFrames
+        a.micDBFS = audio.meter?.rmsDBFS
+        core.audio = a
+    }
+
+    /// Carries out everything the core asked for, until it wants a timer.
+    func drive() {
+        while true {
+            switch core.pollOutput() {
+            case .bind(let id): bind(id)
+            case .unbind(let id): unbind(id)
+            case .transmit(let id, let bytes, let from, let to):
+                guard let socket = sockets[id]?.first(where: { $0.localAddress == from }) else { continue }
+                _ = try? socket.send(bytes, to: to)
+            case .http(let id, let request, let timeout):
+                calls[id] = parts.http.send(request, timeout: timeout) { result in
+                    self.calls[id] = nil
+                    switch result {
+                    case .success(let r): self.core.httpResponse(id, r, wallClock: RealtimeClock.unixSeconds(), now: self.loop.now)
+                    case .failure(let e): self.core.httpFailed(id, e.transportFailure, now: self.loop.now)
+                    }
+                    self.drive()
+                }
+            case .cancelHTTP(let id):
+                calls.removeValue(forKey: id)?.cancel()
+            case .mute(let on):
+                audio.mute.setMuted(on)
+            case .switchAudio(let id):
+                activeMedia = media.paths[id]
+            case .record(let type, let fields):
+                events?.write(type, fields, now: loop.now)
+            case .log(let level, let text):
+                switch level {
+                case .error: Log.error(text)
+                case .warning: Log.warning(text)
+                case .info: Log.info(text)
+                case .debug: Log.debug(text)
+                }
+            case .notify(let text):
+                _ = notifier?.status(text)
+            case .status(let s):
+                writeStatus(s)
+            case .exit(let status):
+                finish(status)
+            case .timeout(let t):
+                timer.arm(t)
+                return
+            }
+        }
+    }
+
+    // MARK: Sockets
+
+    func bind(_ id: Int) {
+        var bound: [UDPSocket] = []
+        for ip in parts.addresses {
+            guard let s = try? UDPSocket(bind: SocketAddress(ip: ip, port: 0)) else { continue }
+            bound.append(s)
+        }
+        guard !bound.isEmpty else {
+            core.socketsUnavailable(session: id, reason: "no usable network address to gather candidates on (is the network up?)", now: loop.now)
+            return
+        }
+        sockets[id] = bound
+        socketSources[id] = bound.map { s in loop.watch(fd: s.fd) { _ in self.readable(id, s) } }
+        core.socketsBound(session: id, addresses: bound.map { $0.localAddress }, now: loop.now)
+    }
+
+    func unbind(_ id: Int) {
+        for source in socketSources.removeValue(forKey: id) ?? [] { loop.unwatch(source) }
+        sockets[id] = nil
+        if let m = media.paths.removeValue(forKey: id), m === activeMedia { activeMedia = nil }
+    }
+
+    func readable(_ id: Int, _ socket: UDPSocket) {
+        while sockets[id] != nil {
+            let got = try? receiveBuffer.withMutableBytes { (raw: UnsafeMutableRawBufferPointer) throws(SystemError) in
+                try socket.receive(into: raw)
+            }
+            guard let (n, from) = got ?? nil else { break }
+            // Borrowed, not copied: SRTP is decrypted in place in this buffer.
+            let local = socket.localAddress, now = loop.now
+            receiveBuffer.withUnsafeMutableBytes {
+                core.handleDatagram(session: id, UnsafeMutableRawBufferPointer(rebasing: $0[0..<n]), from: from, local: local, now: now)
+            }
+        }
+        drive()
+    }
+
+    // MARK: Files
+
+    /// The status file for a kiosk UI: rewritten whole (temp file + rename, so a reader
+    /// never sees half of it) on each state change and stats tick; a path that is not
+    /// safe to write is said once and dropped (Platform/SafeFile.swift).
+    func writeStatus(_ s: AgentStatus) {
+        guard let path = statusPath else { return }
+        do throws(SafeFile.Failure) {
+            try SafeFile.replace(path, with: s.json)
+        } catch {
+            Log.warning("status file: \(error); not writing it any more")
+            statusPath = nil
+        }
+    }
+
+    func finish(_ status: ExitStatus) {
+        guard !stopped else { return }
+        stopped = true
+        timer.cancel()
+        watchdog?.stop()
+        button?.close()
+        lights?.close()
+        audio.stop()
+        _ = notifier?.stopping()
+        onStopped(status)
+    }
+}
+
+/// Sends `WATCHDOG=1` at half of `WATCHDOG_USEC` while the pipeline is healthy (the
+/// Agent module decides); a stall logs once and withholds the pings, and systemd
+/// restarts the service when its `WatchdogSec=` runs out.
+final class WatchdogDriver {
+    let loop: EventLoop
+    let notifier: SystemdNotifier
+    let interval: Duration
+    let progress: () -> PipelineProgress
+    var health = WatchdogHealth()
+    var timer: EventLoop.TimerID?
+    var withheld = false
+    var pings = 0
+    var checks = 0
+
+    init(loop: EventLoop, notifier: SystemdNotifier, interval: Duration, progress: @escaping () -> PipelineProgress) {
+        self.loop = loop
+        self.notifier = notifier
+        self.interval = interval
+        self.progress = progress
+    }
+
+    func start() { schedule() }
+
+    func schedule() {
+        timer = loop.schedule(after: interval) {
+            self.check()
+            self.schedule()
+        }
+    }
+
+    func check() {
+        checks += 1
+        switch health.check(progress(), now: loop.now) {
+        case .ping:
+            if withheld { Log.info("watchdog: the pipeline moves again") }
+            withheld = false
+            if notifier.watchdog() { pings += 1 }
+        case .withhold(let why):
+            if !withheld { Log.error("watchdog: \(why); withholding WATCHDOG=1 so systemd restarts us") }
+            withheld = true
+        }
+    }
+
+    func stop() {
+        if let timer { loop.cancel(timer) }
+        timer = nil
+    }
+}
+
+extension HTTPClientError {
+    /// The core's view of a failed exchange: nothing came, garbage came, or a person
+    /// must act (README's exit-status rule: 69, 65, 78).
+    var transportFailure: HTTPTransportFailure {
+        if isConfigurationProblem { return HTTPTransportFailure(.configuration, description) }
+        switch exitStatus {
+        case .dataError: return HTTPTransportFailure(.badData, description)
+        default: return HTTPTransportFailure(.noAnswer, description)
+        }
+    }
+}

@@ -1,0 +1,169 @@
+import Testing
+import Wire
+import JSON
+import Signaling
+@testable import Agent
+
+/// Push-to-talk on the events channel, the OpenAI route's ephemeral key, and what the
+/// status file says: the core against the in-memory provider (its scripted Realtime
+/// service for OpenAI). Was CLITests' `openAIPushToTalkFlow` against aiortc, with the
+/// decisions now checked here.
+@Suite struct AgentCoreConversationTests {
+    func types(_ messages: [String]) -> [String] {
+        messages.compactMap { (try? JSONValue.parse(Array($0.utf8)))?["type"]?.string }
+    }
+
+    func openAIWorld() throws -> ProviderWorld {
+        var o = ProviderWorld.Options()
+        o.route = .openai
+        o.pushToTalk = true
+        let w = try ProviderWorld(o)
+        w.provider.onMessage = WorldProvider.realtimeScript
+        w.startCore()
+        try #require(w.run(within: .seconds(5)) { w.records("provider_session").contains { $0["state"]?.string == "updated" } } != nil)
+        return w
+    }
+
+    /// The device token buys the ephemeral key at the token URL, and only the key goes
+    /// to the calls URL and the hang-up; push-to-talk starts muted; a press unmutes and
+    /// sends `input_audio_buffer.clear`; a release after a second of audio mutes and
+    /// sends commit + response.create; the transcripts come back and are what the status
+    /// file shows; a tap too short to commit sends its clear and nothing else; SIGTERM
+    /// hangs up.
+    @Test func pushToTalkOnTheEventsChannel() throws {
+        let w = try openAIWorld()
+        let provider = try #require(w.provider.sessionOfCore[1])
+        // The key exchange: token URL first, with the device's token, then the call.
+        let token = try #require(w.requestsSent.first?.request)
+        #expect(token.url.target == "/token" && token.headers["Authorization"] == "Bearer device-token")
+        let call = try #require(w.requestsSent.dropFirst().first?.request)
+        #expect(call.url.target == "/v1/realtime/calls" && call.headers["Authorization"] == "Bearer " + w.provider.ephemeralKey)
+        #expect(w.mutes.map(\.muted) == [true], "push-to-talk starts muted")
+        #expect(types(provider.messages) == ["session.update"])
+        let update = try JSONValue.parse(Array(provider.messages[0].utf8))
+        #expect(update["session"]?["audio"]?["input"]?["turn_detection"] == .null)
+
+        let mutesBefore = w.mutes.count
+        w.core.talk(true, now: w.now)
+        w.drive()
+        #expect(w.mutes.dropFirst(mutesBefore).map(\.muted) == [false])
+        #expect(w.records("ptt").last?["talking"] == .bool(true))
+        w.run(for: .milliseconds(100))
+        #expect(types(provider.messages) == ["session.update", "input_audio_buffer.clear"])
+        w.run(for: .seconds(1))
+        w.core.talk(false, now: w.now)
+        w.drive()
+        #expect(w.mutes.last?.muted == true)
+        try #require(w.run(within: .seconds(2)) { w.core.lastAssistantText != nil } != nil)
+        #expect(types(provider.messages) == ["session.update", "input_audio_buffer.clear", "input_audio_buffer.commit", "response.create"])
+        #expect(w.core.lastUserText == "hello linnet")
+        #expect(w.core.lastAssistantText == "Hi, this is the test provider.")
+        let finals = w.records("transcript").filter { $0["final"] == .bool(true) }.compactMap { $0["text"]?.string }
+        #expect(finals == ["hello linnet", "Hi, this is the test provider."])
+        #expect(w.logged("user: hello linnet") && w.logged("assistant: Hi, this is the test provider."))
+        #expect(w.statuses.last?.status.lastUser == "hello linnet" && w.statuses.last?.status.lastAssistant == "Hi, this is the test provider.")
+
+        // A tap: down and up at the same instant.
+        w.run(for: .seconds(1))
+        w.core.talk(true, now: w.now)
+        w.core.talk(false, now: w.now)
+        w.drive()
+        w.run(for: .milliseconds(200))
+        #expect(w.records("ptt_too_short").count == 1)
+        #expect(types(provider.messages) == ["session.update", "input_audio_buffer.clear", "input_audio_buffer.commit", "response.create",
+                                             "input_audio_buffer.clear"])
+        w.stop()
+        try #require(w.run(within: .seconds(5)) { w.exited != nil } != nil)
+        #expect(w.exited?.status == .ok)
+        let hangup = try #require(w.requests("POST").last?.request)
+        #expect(hangup.url.target == "/v1/realtime/calls/rtc_1/hangup" && hangup.headers["Authorization"] == "Bearer " + w.provider.ephemeralKey)
+        #expect(provider.endedBy == "close")
+        #expect(!w.logs.contains { $0.text.contains("device-token") || $0.text.contains(w.provider.ephemeralKey) }, "no token in the log")
+        #expect(w.problems.isEmpty, "\(w.problems)")
+    }
+
+    /// A press that sent less than the commit floor (150 ms on this route) commits
+    /// nothing; one just past it commits. Counted in audio sent, not in time held: the
+    /// mute gate's frames are 20 ms each.
+    @Test func commitFloorIsAudioSent() throws {
+        let w = try openAIWorld()
+        let provider = try #require(w.provider.sessionOfCore[1])
+        w.core.talk(true, now: w.now)
+        w.drive()
+        w.run(for: .milliseconds(139))
+        w.core.talk(false, now: w.now)
+        w.drive()
+        w.run(for: .milliseconds(100))
+        #expect(w.records("ptt_too_short").count == 1)
+        #expect(!types(provider.messages).contains("input_audio_buffer.commit"))
+        w.core.talk(true, now: w.now)
+        w.drive()
+        w.run(for: .milliseconds(161))
+        w.core.talk(false, now: w.now)
+        w.drive()
+        w.run(for: .milliseconds(100))
+        #expect(types(provider.messages).filter { $0 == "input_audio_buffer.commit" }.count == 1, "\(types(provider.messages))")
+    }
+
+    /// Voice mode: the microphone is open from the start, the button is a mute switch
+    /// (a press toggles), nothing is sent on the events channel for it.
+    @Test func voiceModeButtonMutes() throws {
+        let w = try ProviderWorld()
+        w.startCore()
+        try #require(w.run(within: .seconds(5)) { w.core.state == .connected } != nil)
+        w.run(for: .milliseconds(200))
+        let provider = try #require(w.provider.sessionOfCore[1])
+        #expect(w.mutes.map(\.muted) == [false])
+        w.core.talk(true, now: w.now)
+        w.core.talk(false, now: w.now)
+        w.drive()
+        #expect(w.mutes.map(\.muted) == [false, true])
+        #expect(w.core.statusSnapshot.muted)
+        w.core.toggle(now: w.now)
+        w.drive()
+        #expect(w.mutes.map(\.muted) == [false, true, false])
+        w.run(for: .milliseconds(200))
+        #expect(types(provider.messages) == ["session.update"])
+    }
+
+    /// The status file's fields, on the simulated clock: state and how long it has held,
+    /// mute, turn detection, reconnects (every session started after the first, as the
+    /// runner always counted), the session carrying audio, the round trip once RTCP
+    /// measured it (10 ms each way here), and the JSON the file holds.
+    @Test func statusSnapshotFields() throws {
+        var o = ProviderWorld.Options()
+        o.statsInterval = .seconds(1)
+        let w = try ProviderWorld(o)
+        w.startCore()
+        let first = try #require(w.statuses.first?.status)
+        #expect(first.state == .connecting && first.session == nil && first.reconnects == 0 && first.rttMilliseconds == nil)
+        let up = try #require(w.run(within: .seconds(5)) { w.core.state == .connected })
+        w.run(until: up + .milliseconds(3_500))
+        let s = w.core.statusSnapshot
+        #expect(s.state == .connected && s.muted == false && s.turnDetection == "vad" && s.reconnects == 0 && s.session == 1)
+        #expect(s.sinceSeconds == 3.5)
+        let rtt = try #require(s.rttMilliseconds)
+        #expect(rtt >= 20 && rtt < 21, "rtt \(rtt) ms")
+        // Written on each state change and each stats tick.
+        #expect(w.statuses.filter { $0.at > up }.count >= 3)
+        let json = try JSONValue.parse(s.json)
+        #expect(json["state"] == "connected" && json["since_s"]?.double == 3.5 && json["muted"] == .bool(false))
+        #expect(json["turn_detection"] == "vad" && json["reconnects"]?.int == 0 && json["session"]?.int == 1)
+        #expect(json["rtt_ms"]?.double == rtt && json["last_user"] == nil && s.json.last == 10)
+        // The stats line: this session's figures.
+        let stats = try #require(w.records("stats").last)
+        #expect(stats["session"]?.int64 == 1 && (stats["packets_sent"]?.int64 ?? 0) > 100 && (stats["packets_received"]?.int64 ?? 0) > 100)
+        #expect(stats["packets_lost"]?.int64 == 0 && stats["connect_ms"]?.int64 == 100, "\(stats.fields.map(\.0))")
+        // A rollover or reconnect moves `session` on and counts.
+        w.provider.end(try #require(w.provider.sessionOfCore[1]), by: "media crashed", goodbye: false)
+        try #require(w.run(within: .seconds(10)) { w.core.state == .disconnected } != nil)
+        let down = w.core.statusSnapshot
+        #expect(down.state == .disconnected && down.sinceSeconds == 0 && down.session == 1)
+        try #require(w.run(within: .seconds(30)) { w.core.state == .connected } != nil)
+        let again = w.core.statusSnapshot
+        #expect(again.session == w.core.activeID && again.session != 1 && again.reconnects == (w.sessionsStarted.count - 1))
+        w.stop()
+        try #require(w.run(within: .seconds(5)) { w.exited != nil } != nil)
+        #expect(w.statuses.last?.status.state == .closed)
+    }
+}

@@ -1,0 +1,36 @@
+import Testing
+@testable import linnet
+import Agent
+import Settings
+import Signaling
+import Wire
+
+/// The agent-core tests (AgentTests/ProviderWorld.swift) run the core with the settings
+/// `linnet run` gives it; this pins the runtime to the same values, so a change here is
+/// a change there too (and the timing facts asserted there still describe the binary).
+@Suite struct RuntimeSettingsTests {
+    @Test func theCoreTestsRunWithTheRuntimesSettings() throws {
+        let whip = Route.whip(try HTTPURL("https://provider.test/whip"))
+        var config = Config()
+        config.maxSessionSeconds = 600
+        let s = Runtime.settings(config: config, route: whip, token: "t", stun: nil, sendOnOpen: [])
+        // A vanished provider noticed within 3 s; no false `disconnected` at 1 % loss.
+        #expect(s.peer.ice.silenceProbe == .milliseconds(1000))
+        #expect(s.peer.ice.disconnectedTimeout == .milliseconds(2000))
+        #expect(s.policy.iceRestart && s.policy.maximumSessionAge == .seconds(600))
+        #expect(s.policy == {
+            var p = SupervisorPolicy()
+            p.iceRestart = true
+            p.maximumSessionAge = .seconds(600)
+            return p
+        }())
+        #expect(s.realtime.minimumCommitMilliseconds == 150)
+        #expect(s.eventsChannel == "oai-events")
+        #expect(s.gatherTimeout == .seconds(2) && s.offerTimeout == .seconds(10) && s.closeTimeout == .seconds(3) && s.restartTimeout == .seconds(5))
+        let openai = Runtime.settings(config: Config(), route: .openai(calls: try HTTPURL("https://api.test/v1/realtime/calls"),
+                                                                       tokenURL: try HTTPURL("https://backend.test/token")),
+                                      token: "t", stun: nil, sendOnOpen: [])
+        #expect(openai.realtime.transcriptionModel == "gpt-4o-mini-transcribe")
+        #expect(!openai.policy.iceRestart)
+    }
+}
