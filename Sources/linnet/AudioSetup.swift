@@ -14,6 +14,8 @@ struct AudioSetup {
     let complexity: Int32
     let fec: Bool
     let dtx: Bool
+    /// `frame-ms`: the media frame (10 or 20 ms), as the call's Opus and RTP use it.
+    let frameMilliseconds: Int
     let chain = HookChain()
     let meter = LevelMeter()
     let mute = MuteGate()
@@ -29,6 +31,7 @@ struct AudioSetup {
         complexity = Int32(config.complexity)
         fec = config.fec
         dtx = config.dtx
+        frameMilliseconds = config.frameMS
         do throws(AudioError) {
             if config.highPassHz > 0 { try chain.add(try HighPassFilter(cutoffHz: Double(config.highPassHz))) }
             if config.gainDB != 0 { try chain.add(try GainHook(gainDB: config.gainDB)) }
