@@ -8,15 +8,6 @@ import Audio
 import Agent
 import Settings
 
-extension GPIOLine {
-    var id: GPIOLineID {
-        switch self {
-        case .name(let n): return .name(n)
-        case .chip(let c, let o): return .chip(c, offset: o)
-        }
-    }
-}
-
 public final class ButtonInput {
     let loop: EventLoop
     let button: GPIOButton
@@ -31,7 +22,7 @@ public final class ButtonInput {
         let mode = config.pttMode
         let longPress: Duration? = config.pttLongPressMS == 0 ? nil : .milliseconds(Int64(config.pttLongPressMS))
         do throws(GPIOError) {
-            let b = try GPIOButton.open(line: line.id, mode: mode, debounce: .milliseconds(Int64(config.pttDebounceMS)),
+            let b = try GPIOButton.open(line: line, mode: mode, debounce: .milliseconds(Int64(config.pttDebounceMS)),
                                         longPress: longPress, now: loop.now)
             Log.info("push-to-talk button on \(b.name) (\(mode.rawValue)\(b.pullUp ? ", pull-up" : ""))")
             return ButtonInput(loop: loop, button: b, onEvent: onEvent)
@@ -94,7 +85,7 @@ public final class Lights {
             }
         }
         if !config.leds.isEmpty {
-            do throws(GPIOError) { outputs.append(try GPIOLEDOutput(lines: config.leds.map { $0.id })) } catch {
+            do throws(GPIOError) { outputs.append(try GPIOLEDOutput(lines: config.leds)) } catch {
                 Log.warning("status LEDs: \(error); carrying on without them")
             }
         }
