@@ -51,11 +51,16 @@ let package = Package(
         // IO modules: the only ones that touch the system (with the executable).
         .target(name: "Platform", dependencies: ["Wire", "CSystem"]),
         .target(name: "Devices", dependencies: ["Wire", "Audio", "Platform", "CALSA", "CGPIOD", "CSystem"]),
+        // The one I/O shell around the agent core: HTTP over TCP/TLS, the UDP sockets,
+        // the audio I/O, the board, the event log and the status file, the built-in
+        // answerer.
+        .target(name: "Runtime", dependencies: ["Wire", "JSON", "SDP", "ICE", "DTLS", "SRTP", "RTP", "SCTP", "Peer",
+                                                "Audio", "Codec", "Media", "Signaling", "Settings", "Agent", "Platform", "Devices", "CSystem"]),
 
         // The executable: CLI and wiring only.
         .executableTarget(name: "linnet",
                           dependencies: ["Wire", "JSON", "SDP", "ICE", "DTLS", "SRTP", "RTP", "SCTP", "Peer",
-                                         "Audio", "Codec", "Media", "Signaling", "Settings", "Agent", "Platform", "Devices", "CSystem"],
+                                         "Audio", "Codec", "Media", "Signaling", "Settings", "Agent", "Platform", "Devices", "Runtime", "CSystem"],
                           linkerSettings: [.linkedLibrary("m")]),
 
         // One test target per module.
@@ -65,7 +70,7 @@ let package = Package(
         .testTarget(name: "SRTPTests", dependencies: ["SRTP", "Wire", "CMbedTLS"]),
         .testTarget(name: "DTLSTests", dependencies: ["DTLS", "Wire", "CMbedTLS"]),
         .testTarget(name: "DevicesTests", dependencies: ["Devices", "Audio", "Platform", "Wire", "CAllocCounter"]),
-        .testTarget(name: "CLITests", dependencies: ["linnet", "Settings"]),
+        .testTarget(name: "CLITests", dependencies: ["linnet", "Runtime", "Settings"]),
         .testTarget(name: "SDPTests", dependencies: ["SDP", "Wire"], exclude: ["Fixtures"]),
         .testTarget(name: "ICETests", dependencies: ["ICE", "Wire"]),
         .testTarget(name: "SignalingTests", dependencies: ["Signaling", "Wire", "CMbedTLS"], exclude: ["Fixtures"]),

@@ -235,8 +235,7 @@ public final class AgentCore {
     public private(set) var activeID: Int?
     var requests: [RequestID: (session: Int, purpose: SessionMachine.Purpose)] = [:]
     var nextRequest: RequestID = 1
-    var outputs: [AgentOutput] = []
-    var outputHead = 0
+    var outputs = OutputQueue<AgentOutput>()
     public private(set) var now = Instant.zero
     var supervisorDeadline = Instant.distantFuture
 
@@ -415,15 +414,7 @@ public final class AgentCore {
     }
 
     public func pollOutput() -> AgentOutput {
-        if outputHead < outputs.count {
-            let o = outputs[outputHead]
-            outputHead += 1
-            if outputHead == outputs.count {
-                outputs.removeAll(keepingCapacity: true)
-                outputHead = 0
-            }
-            return o
-        }
+        if let o = outputs.popFirst() { return o }
         return .timeout(deadline)
     }
 

@@ -143,7 +143,7 @@ public final class Supervisor {
     var rolloverAt: Instant?
     var nextID = 1
     var random: SeededRandom
-    var outputs: [SupervisorAction] = []
+    var outputs = OutputQueue<SupervisorAction>()
     var closing = false
 
     public init(policy: SupervisorPolicy, seed: UInt64) {
@@ -298,7 +298,7 @@ public final class Supervisor {
     }
 
     public func pollOutput() -> SupervisorOutput {
-        if !outputs.isEmpty { return .action(outputs.removeFirst()) }
+        if let a = outputs.popFirst() { return .action(a) }
         return .timeout(nextDeadline)
     }
 

@@ -807,28 +807,3 @@ public final class Peer {
         transmits.append((Array(scratch[0..<length]), path.local, path.remote))
     }
 }
-
-/// A FIFO drained by `pollOutput`: appended at the tail, read from a head index, its
-/// storage reset (capacity kept) once drained. `removeFirst()` on an array moves every
-/// element left, O(n) per output; this is O(1), the shape of ICEAgent's `outputs`.
-struct OutputQueue<Element> {
-    private var items: [Element] = []
-    private var head = 0
-
-    /// Outputs not yet taken.
-    var count: Int { items.count - head }
-    var isEmpty: Bool { head == items.count }
-
-    mutating func append(_ e: Element) { items.append(e) }
-
-    mutating func popFirst() -> Element? {
-        guard head < items.count else { return nil }
-        let e = items[head]
-        head += 1
-        if head == items.count {
-            items.removeAll(keepingCapacity: true)
-            head = 0
-        }
-        return e
-    }
-}

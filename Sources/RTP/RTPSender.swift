@@ -40,13 +40,7 @@ public struct RTPSender: Sendable {
         let header = RTPHeader(marker: startOfTalkspurt, payloadType: payloadType, sequenceNumber: sequenceNumber,
                                timestamp: timestamp, ssrc: ssrc)
         let n = try header.write(payload: payload, into: buffer)
-        startOfTalkspurt = false
-        lastSentTimestamp = timestamp
-        lastSentInstant = now
-        sequenceNumber &+= 1
-        timestamp &+= samples
-        packetCount &+= 1
-        octetCount &+= UInt32(truncatingIfNeeded: payload.count)
+        sent(payloadLength: payload.count, samples: samples, now: now)
         return n
     }
 
@@ -60,6 +54,13 @@ public struct RTPSender: Sendable {
         let header = RTPHeader(marker: startOfTalkspurt, payloadType: payloadType, sequenceNumber: sequenceNumber,
                                timestamp: timestamp, ssrc: ssrc)
         let n = try header.write(payload: UnsafeRawBufferPointer(start: nil, count: 0), into: buffer)
+        sent(payloadLength: payloadLength, samples: samples, now: now)
+        return n + payloadLength
+    }
+
+    /// A packet went out: the next one follows it in sequence and time, and the figures
+    /// for the sender report (RFC 3550 §6.4.1) count it.
+    mutating func sent(payloadLength: Int, samples: UInt32, now: Instant) {
         startOfTalkspurt = false
         lastSentTimestamp = timestamp
         lastSentInstant = now
@@ -67,7 +68,6 @@ public struct RTPSender: Sendable {
         timestamp &+= samples
         packetCount &+= 1
         octetCount &+= UInt32(truncatingIfNeeded: payloadLength)
-        return n + payloadLength
     }
 
     /// A frame that is not sent (DTX silence or mute): time moves on, the sequence

@@ -11,6 +11,7 @@ import Devices
 import Media
 import Agent
 import Settings
+import Runtime
 
 enum AudioCommand {
     static func run(_ args: [String]) -> ExitStatus {
@@ -207,21 +208,4 @@ enum AudioCommand {
 /// stop, not a reload).
 enum SignalSourceHolder {
     nonisolated(unsafe) static let shared: SignalSource? = try? SignalSource([SIGINT, SIGTERM, SIGHUP])
-}
-
-extension DeviceError {
-    /// Whether the error means "not there" (a missing device or file) rather than bad data.
-    var isMissing: Bool {
-        switch self {
-        case .alsa(let e):
-            if case .open = e { return true }
-            return false
-        case .file(let e):
-            if case .system = e { return true }
-            // Missing or unreadable (an errno) as before; a FIFO or a directory is bad data.
-            if case .unreadable(let r) = e { return r.code != nil }
-            return false
-        case .thread, .pipeline: return false
-        }
-    }
 }

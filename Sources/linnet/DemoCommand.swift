@@ -14,6 +14,7 @@ import Agent
 import Media
 import Settings
 import Audio
+import Runtime
 
 /// A synthetic voice: a vowel-like tone (a 140 Hz glottal pulse through three formant
 /// resonances) in 150–300 ms syllables, at about -20 dBFS. Deterministic.

@@ -13,6 +13,7 @@ import Settings
 import Audio
 import Devices
 import Media
+import Runtime
 
 enum RunCommand {
     static func run(_ args: [String]) -> ExitStatus {
@@ -251,61 +252,4 @@ enum RunCommand {
         }
         return digits
     }
-}
-
-/// Silence when no microphone is configured (`capture = none`).
-final class SilenceSource: FrameSource {
-    func nextFrame(into frame: inout [Int16]) -> Bool {
-        for i in 0..<frame.count { frame[i] = 0 }
-        return true
-    }
-}
-
-/// Single keys from the terminal (raw mode, no echo) when standard input is one; the
-/// terminal's settings come back on `restore` (and at exit through the loop's end).
-final class TerminalKeys {
-    let loop: EventLoop
-    var saved = termios()
-    var source: EventLoop.SourceID?
-
-    init?(loop: EventLoop, onKey: @escaping (UInt8) -> Void) {
-        self.loop = loop
-        guard isatty(0) == 1, tcgetattr(0, &saved) == 0 else { return nil }
-        var raw = saved
-        raw.c_lflag &= ~tcflag_t(ICANON | ECHO)
-        guard tcsetattr(0, TCSANOW, &raw) == 0 else { return nil }
-        source = loop.watch(fd: 0) { _ in
-            var byte: UInt8 = 0
-            let n = read(0, &byte, 1)
-            if n == 1 { onKey(byte) } else if n == 0, let s = self.source {
-                loop.unwatch(s)
-                self.source = nil
-            }
-        }
-    }
-
-    func restore() {
-        if let source { loop.unwatch(source) }
-        source = nil
-        _ = tcsetattr(0, TCSANOW, &saved)
-    }
-}
-
-/// Runs `body`, turning its typed error into a CLIFailure (software error) with its text.
-func wrap<T, E: Error & CustomStringConvertible>(_ body: () throws(E) -> T) throws(CLIFailure) -> T {
-    do { return try body() } catch { throw CLIFailure(.software, error.description) }
-}
-
-func fileExists(_ path: String) -> Bool { access(path, F_OK) == 0 }
-
-func isWritableDirectory(_ path: String) -> Bool { access(path, W_OK | X_OK) == 0 }
-
-
-/// 64 bits from the cryptographic generator: the agent core's seed (backoff jitter,
-/// SSRCs, tie-breakers).
-func randomSeed(_ crypto: CryptoRandom) throws(CLIFailure) -> UInt64 {
-    var seed: UInt64 = 0
-    let bytes = try wrap { () throws(DTLSError) in try crypto.bytes(8) }
-    for b in bytes { seed = seed << 8 | UInt64(b) }
-    return seed
 }

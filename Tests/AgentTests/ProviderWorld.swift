@@ -228,7 +228,7 @@ final class ProviderWorld {
     // MARK: Carrying out the core's outputs
 
     func drive() {
-        outputQueuePeak = max(outputQueuePeak, core.outputs.count - core.outputHead)
+        outputQueuePeak = max(outputQueuePeak, core.outputs.count)
         while true {
             let output = core.pollOutput()
             switch output {

@@ -26,18 +26,18 @@ import Settings
 /// Where uplink PCM comes from when it is not a capture thread: one media frame per
 /// call, or false when nothing is available yet (the frame is then skipped: RTP time
 /// moves on).
-protocol FrameSource: AnyObject {
+public protocol FrameSource: AnyObject {
     func nextFrame(into frame: inout [Int16]) -> Bool
 }
 
-final class AudioIO {
+public final class AudioIO {
     let loop: EventLoop
     /// Both audio threads (nil only in tests that drive the uplink by hand).
     let duplex: DuplexAudio?
     /// Stands in for the microphone on a loop timer (the demo's voice, silence).
     let generator: FrameSource?
-    let frameClock: FrameClock
-    let rate: Int
+    public let frameClock: FrameClock
+    public let rate: Int
     let frameSamples: Int
     let mute: MuteGate
     let meter: LevelMeter?
@@ -79,7 +79,7 @@ final class AudioIO {
     /// time as a microphone would deliver it, through the hook chain, the mute gate
     /// last), or `generator` / silence in its place; and the speaker (the device, the
     /// `output` file, or nothing), all in one duplex pipeline.
-    static func open(config: Config, loop: EventLoop, generator: FrameSource? = nil) throws(CLIFailure) -> AudioIO {
+    public static func open(config: Config, loop: EventLoop, generator: FrameSource? = nil) throws(CLIFailure) -> AudioIO {
         let frameClock: FrameClock
         do throws(MediaError) { frameClock = try FrameClock(milliseconds: config.frameMS, sampleRate: config.rate) } catch {
             throw CLIFailure(.config, error.description)
@@ -214,7 +214,7 @@ final class AudioIO {
 
     /// After `stop`: logs why the recording is incomplete and returns 74, or `status`
     /// when it is whole (a failure status already set wins).
-    func finalStatus(_ status: ExitStatus) -> ExitStatus {
+    public func finalStatus(_ status: ExitStatus) -> ExitStatus {
         guard let incomplete, let path = outputPath else { return status }
         Log.error("the recording '\(path)' is incomplete: \(incomplete)")
         return status == .ok ? .ioError : status

@@ -19,14 +19,20 @@ import Audio
 import Media
 
 /// What the runtime needs besides the core.
-struct RuntimeParts {
+public struct RuntimeParts {
     /// Where sessions gather host candidates (one UDP socket each, per session).
     var addresses: [IPAddress]
     var http: HTTPClient
     var media: MediaSettings
+
+    public init(addresses: [IPAddress], http: HTTPClient, media: MediaSettings) {
+        self.addresses = addresses
+        self.http = http
+        self.media = media
+    }
 }
 
-final class Runtime {
+public final class Runtime {
     let loop: EventLoop
     let core: AgentCore
     let parts: RuntimeParts
@@ -41,18 +47,18 @@ final class Runtime {
     let media = MediaStore()
     var activeMedia: MediaPath?
     var calls: [RequestID: HTTPCall] = [:]
-    var events: EventLog?
-    var notifier: SystemdNotifier?
-    var statusPath: String?
+    public var events: EventLog?
+    public var notifier: SystemdNotifier?
+    public var statusPath: String?
     var timer: DeadlineTimer!
     var watchdog: WatchdogDriver?
-    var button: ButtonInput?
-    var lights: Lights?
-    var onStopped: (ExitStatus) -> Void = { _ in }
+    public var button: ButtonInput?
+    public var lights: Lights?
+    public var onStopped: (ExitStatus) -> Void = { _ in }
     var stopped = false
     var receiveBuffer = [UInt8](repeating: 0, count: 2048)
 
-    init(loop: EventLoop, core: AgentCore, parts: RuntimeParts, audio: AudioIO) {
+    public init(loop: EventLoop, core: AgentCore, parts: RuntimeParts, audio: AudioIO) {
         self.loop = loop
         self.core = core
         self.parts = parts
@@ -72,7 +78,7 @@ final class Runtime {
     }
 
     /// The core's settings from the command's config.
-    static func settings(config: Config, route: Route, token: String?, stun: SocketAddress?, addresses: [SocketAddress] = [],
+    public static func settings(config: Config, route: Route, token: String?, stun: SocketAddress?, addresses: [SocketAddress] = [],
                          sendOnOpen: [String]) -> AgentSettings {
         var policy = SupervisorPolicy()
         policy.maximumSessionAge = .seconds(Int64(config.maximumSessionSeconds))
@@ -107,7 +113,7 @@ final class Runtime {
 
     // MARK: Start and stop
 
-    func start() throws(CLIFailure) {
+    public func start() throws(CLIFailure) {
         audio.onFrame = { frame in
             self.feedAudioCounters()
             frame.withUnsafeBufferPointer { self.core.uplink($0, now: self.loop.now) }
@@ -138,19 +144,19 @@ final class Runtime {
         drive()
     }
 
-    func stop(_ status: ExitStatus = .ok, _ reason: String? = nil) {
+    public func stop(_ status: ExitStatus = .ok, _ reason: String? = nil) {
         core.stop(status, reason: reason, now: loop.now)
         drive()
     }
 
-    func toggle() {
+    public func toggle() {
         core.toggle(now: loop.now)
         drive()
     }
 
     /// The button's events: talk (hold, or toggle's alternation) and the long press,
     /// which ends the conversation and starts a fresh one (a new provider session).
-    func button(_ e: ButtonEvent) {
+    public func button(_ e: ButtonEvent) {
         switch e {
         case .talk(let down): core.talk(down, now: loop.now)
         case .longPress: core.newConversation(now: loop.now)
@@ -300,7 +306,7 @@ final class Runtime {
 /// Sends `WATCHDOG=1` at half of `WATCHDOG_USEC` while the pipeline is healthy (the
 /// Agent module decides); a stall logs once and withholds the pings, and systemd
 /// restarts the service when its `WatchdogSec=` runs out.
-final class WatchdogDriver {
+public final class WatchdogDriver {
     let loop: EventLoop
     let notifier: SystemdNotifier
     let interval: Duration
