@@ -36,6 +36,8 @@ case "$arch" in
   *) echo "unknown architecture '$arch' (host or arm64)" >&2; exit 64 ;;
 esac
 
+# libsrtp and mbedtls from Debian's source packages (mbedtls configured for Linnet:
+# scripts/mbedtls/config.h); their headers come first on the include path.
 scripts/build-libsrtp.sh "$arch"
 
 swiftc=$(command -v swiftc)
@@ -86,7 +88,7 @@ done
 # ALSA dynamically: its plugins are loaded at run time and Debian ships no libasound.a.
 "$cc" -o "$out/linnet" "$out"/obj/*.o \
   "$srtp/lib/libsrtp2.a" "$libdir/libopus.a" "$libdir/libgpiod.a" \
-  "$libdir/libmbedtls.a" "$libdir/libmbedx509.a" "$libdir/libmbedcrypto.a" \
+  "$srtp/lib/libmbedtls.a" "$srtp/lib/libmbedx509.a" "$srtp/lib/libmbedcrypto.a" \
   -lasound -lm -L"$embedded_lib" -lswiftUnicodeDataTables \
   -Wl,--gc-sections -Wl,--as-needed -Wl,-Map="$out/linnet.map"
 "$strip" -o "$out/linnet.stripped" "$out/linnet"
