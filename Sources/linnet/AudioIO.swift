@@ -74,7 +74,8 @@ final class AudioIO {
         }
         let pipeline: CapturePipeline
         do throws(AudioError) {
-            pipeline = try CapturePipeline(device: thread.format, rate: hooks.rate, channel: hooks.channel, chain: hooks.chain, notify: notify)
+            pipeline = try CapturePipeline(device: thread.format, rate: hooks.rate, channel: hooks.channel, chain: hooks.chain, notify: notify,
+                                           wakeFrames: 2) // `drain` takes 20 ms frames
         } catch {
             throw CLIFailure(.config, "capture: \(error)")
         }
