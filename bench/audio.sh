@@ -1,9 +1,12 @@
 #!/usr/bin/env bash
 # Audio figures, one `BENCH <name> <value> <unit>` line each (docs: CLI.md):
-#   - instructions per 10 ms 48 kHz mono frame of every built-in hook and of the default
-#     chain (high-pass, AGC, noise gate, limiter, meter, run through HookChain);
+#   - instructions per 10 ms 48 kHz mono frame of every built-in hook, of the full
+#     chain (default_chain: high-pass at 20 Hz, AGC, noise gate, limiter, meter, run
+#     through HookChain) and of the chain `linnet run` builds from the Settings defaults
+#     (product_chain: high-pass at 80 Hz, limiter, meter, mute gate);
 #   - instructions per 20 ms frame of Opus encode and decode as the product configures
-#     them (48 kHz mono, 32 kbit/s, FEC, libopus' default complexity);
+#     them (48 kHz mono, 32 kbit/s, FEC, libopus' default complexity), and per second of
+#     encoding at complexities 2, 5, 8 and 10 with the speech quality of each;
 #   - allocation calls per frame on the capture path (a real count, CAllocCounter).
 # Instructions are counted by callgrind (exact and repeatable on a busy machine) inside
 # the per-frame functions only (--toggle-collect), as (I(N2) − I(N1)) / (N2 − N1) so
@@ -32,9 +35,9 @@ collected() {
     "$bench" "$1" "$2" 2>&1 >/dev/null | sed -n 's/.*Collected : \([0-9]*\).*/\1/p'
 }
 
-kernels=${KERNELS:-hpf gain agc gate limiter meter mute chain opus}
-for pair in hpf:highpass gain:gain agc:agc gate:noise_gate limiter:limiter meter:level_meter \
-            mute:mute_gate chain:default_chain; do
+kernels=${KERNELS:-hpf hpf80 gain agc gate limiter meter mute chain product_chain opus}
+for pair in hpf:highpass hpf80:highpass_80hz gain:gain agc:agc gate:noise_gate limiter:limiter meter:level_meter \
+            mute:mute_gate chain:default_chain product_chain:product_chain; do
   kernel=${pair%%:*}; name=${pair#*:}
   [[ " $kernels " == *" $kernel "* ]] || continue
   echo "BENCH audio_${name}_instructions_per_frame$suffix $(instructions "$kernel" 100 300) instructions"
@@ -43,6 +46,21 @@ done
 if [ "$mode" = full ] && [[ " $kernels " == *" opus "* ]]; then
   echo "BENCH opus_encode_instructions_per_frame $(instructions opus_encode 50 100) instructions"
   echo "BENCH opus_decode_instructions_per_frame $(instructions opus_decode 50 100) instructions"
+fi
+
+# The encoder at the complexities the default was chosen from (issue 18): instructions
+# per second of audio (50 frames of 20 ms), and the speech quality each gives
+# (bench/opus-quality.py: aligned SNR and spectral distortion in 300–7000 Hz; it needs
+# numpy, found in the interop venv of Tests/Interop/setup.sh or the system Python).
+if [ "$mode" = full ] && [[ " $kernels " == *" opus "* ]]; then
+  for c in ${COMPLEXITIES:-2 5 8 10}; do
+    echo "BENCH opus_c${c}_encode_instructions_per_second $(( $(instructions "opus_encode_c$c" 50 100) * 50 )) instructions"
+  done
+  py=""
+  if python3 -c 'import numpy' 2>/dev/null; then py=python3
+  elif venv=$("$top/Tests/Interop/setup.sh" 2>/dev/null | tail -n 1) && [ -x "$venv" ]; then py=$venv; fi
+  if [ -n "$py" ]; then "$py" "$top/bench/opus-quality.py" ${COMPLEXITIES:-2 5 8 10}
+  else echo "bench/audio.sh: no Python with numpy: opus quality figures skipped" >&2; fi
 fi
 
 read -r _ allocations _ frames < <("$bench" capture_allocations 1100)

@@ -6,6 +6,10 @@
 #   demo_connect_ms     the same inside `linnet demo` (median of 9)
 #   call_cpu_ms_per_s   CPU (user+sys) per call-second of a 20 s echo call, Opus included
 #   call_rss_kb         peak RSS of that call
+#   call_allocations_per_s  malloc-family calls per call-second (bench/alloc-count.c)
+#   call_cpu_ratio_vs_pion  CPU of a 20 s echo call against a pion answerer over that of
+#                       pion's own client making the same call (one run, side by side;
+#                       also call_pion_cpu_s_*, call_pion_rss_kb_*)
 #   dc_message_rtt_ms   one small data-channel message to the echoing answerer and back
 #   dc_throughput_kbps  8 MB of 64 KB messages echoed (each byte crosses loopback twice)
 #   reconnect_ms        answerer killed and started again: its READY → the agent connected
@@ -82,6 +86,49 @@ fi
 read -r user sys rss < "$work/time"
 python3 -c "print('BENCH call_cpu_ms_per_s %.1f ms' % ((float('$user') + float('$sys')) * 1000 / 20))"
 echo "BENCH call_rss_kb $rss kB"
+
+# The same 20 s echo call side by side with a pion client (Tests/Interop/pion's
+# `offer`, which sends pre-encoded Ogg/Opus: no Opus work of its own), each against its
+# own pion echo answerer, measured in one run so the ratio does not depend on the
+# machine's speed or load of the day.
+if [ -n "${pion:-}" ] && [ -x "$pion" ] && command -v opusenc >/dev/null; then
+  python3 - "$work/long.wav" <<'PY'
+import math, struct, sys, wave
+w = wave.open(sys.argv[1], "wb"); w.setnchannels(1); w.setsampwidth(2); w.setframerate(48000)
+w.writeframes(b"".join(struct.pack("<h", int(8000 * math.sin(2 * math.pi * 440 * i / 48000))) for i in range(48000 * 22)))
+w.close()
+PY
+  opusenc --quiet --bitrate 32 --framesize 20 --max-delay 20 "$work/long.wav" "$work/long.opus"
+  port_l=$(start_peer "$work/pion-l.out" "$pion" answer --listen 127.0.0.1:0 --mode echo)
+  port_p=$(start_peer "$work/pion-p.out" "$pion" answer --listen 127.0.0.1:0 --mode echo)
+  # (Linnet loops the 2 s tone: --input reads its file into memory, and a 22 s one
+  # would add 2 MB to its RSS that a microphone never costs.)
+  /usr/bin/time -f "%U %S %M" -o "$work/time-l" "$bin" run --whip "http://127.0.0.1:$port_l/whip" \
+    --input "$work/tone.wav" --loop-input --playback none --seconds 20 --log-level error
+  /usr/bin/time -f "%U %S %M" -o "$work/time-p" "$pion" offer --url "http://127.0.0.1:$port_p/whip" \
+    --ogg "$work/long.opus" --seconds 20 > /dev/null 2>&1 || true
+  read -r lu ls lrss < "$work/time-l"
+  read -r pu ps prss < "$work/time-p"
+  python3 -c "
+lu, ls, pu, ps = $lu, $ls, $pu, $ps
+print('BENCH call_pion_cpu_s_linnet %.2f s' % (lu + ls))
+print('BENCH call_pion_cpu_s_pion %.2f s' % (pu + ps))
+print('BENCH call_cpu_ratio_vs_pion %.2f x' % ((lu + ls) / max(pu + ps, 0.001)))"
+  echo "BENCH call_pion_rss_kb_linnet $lrss kB"
+  echo "BENCH call_pion_rss_kb_pion $prss kB"
+fi
+
+# Allocations per call-second on the loop (the audio threads allocate nothing: the
+# capture path is counted by bench/audio.sh): the malloc family counted in the whole
+# process by bench/alloc-count.c (LD_PRELOAD), a 4 s and a 12 s call, the difference
+# over 8 s, so start-up, the handshake and teardown cancel.
+if gcc -O2 -shared -fPIC -o "$work/alloc-count.so" "$top/bench/alloc-count.c" 2>/dev/null; then
+  for s in 4 12; do
+    ALLOC_COUNT_FILE="$work/alloc$s" LD_PRELOAD="$work/alloc-count.so" "$bin" run --whip "$url" \
+      --input "$work/tone.wav" --loop-input --playback none --seconds $s --log-level error
+  done
+  echo "BENCH call_allocations_per_s $(( ($(cat "$work/alloc12") - $(cat "$work/alloc4")) / 8 )) count"
+fi
 
 printf '{"type":"ping"}\n' > "$work/one.txt"
 "$bin" run --whip "$url" --capture none --playback none --seconds 1 --send "$work/one.txt" --events "$work/rtt.jsonl" --log-level error

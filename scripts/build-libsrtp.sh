@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Builds libsrtp 2.5 from Debian's source package as a static library whose crypto is
-# mbedtls (the library Linnet already links for DTLS), for one architecture.
+# mbedtls (the library Linnet already links for DTLS: the release build's own, from
+# scripts/build-mbedtls.sh, whose headers carry its config), for one architecture.
 #
 # Why: Debian's libsrtp2.a is built on NSS, which has no static form, so the release
 # binary could not stay free of NSS. Built against mbedtls, libsrtp adds no dependency
@@ -13,7 +14,10 @@ set -euo pipefail
 arch=${1:?usage: build-libsrtp.sh host|arm64}
 top=$(cd "$(dirname "$0")/.." && pwd)
 out=$top/build/third_party/$arch
-[ -f "$out/lib/libsrtp2.a" ] && exit 0
+"$top/scripts/build-mbedtls.sh" "$arch"
+# Rebuilt when mbedtls (its config decides the structure layouts) or this script changed.
+lib=$out/lib/libsrtp2.a
+if [ -f "$lib" ] && [ "$lib" -nt "$out/lib/libmbedcrypto.a" ] && [ "$lib" -nt "$0" ]; then exit 0; fi
 src=$top/build/third_party/src
 mkdir -p "$src"
 if [ ! -d "$src/libsrtp2-2.5.0" ]; then
@@ -22,18 +26,15 @@ if [ ! -d "$src/libsrtp2-2.5.0" ]; then
 fi
 bld=$top/build/third_party/build-$arch
 rm -rf "$bld"; mkdir -p "$bld"
-extra=()
+extra=(-DMBEDTLS_LIBRARY="$out/lib/libmbedtls.a" -DMBEDX509_LIBRARY="$out/lib/libmbedx509.a"
+       -DMBEDCRYPTO_LIBRARY="$out/lib/libmbedcrypto.a" -DMBEDTLS_INCLUDE_DIRS="$out/include")
 if [ "$arch" = arm64 ]; then
-  extra=(-DCMAKE_SYSTEM_NAME=Linux -DCMAKE_SYSTEM_PROCESSOR=aarch64
-         -DCMAKE_C_COMPILER=aarch64-linux-gnu-gcc
-         -DMBEDTLS_LIBRARY=/usr/lib/aarch64-linux-gnu/libmbedtls.a
-         -DMBEDX509_LIBRARY=/usr/lib/aarch64-linux-gnu/libmbedx509.a
-         -DMBEDCRYPTO_LIBRARY=/usr/lib/aarch64-linux-gnu/libmbedcrypto.a
-         -DMBEDTLS_INCLUDE_DIRS=/usr/include)
+  extra+=(-DCMAKE_SYSTEM_NAME=Linux -DCMAKE_SYSTEM_PROCESSOR=aarch64
+          -DCMAKE_C_COMPILER=aarch64-linux-gnu-gcc)
 fi
 cmake -S "$src/libsrtp2-2.5.0" -B "$bld" -DCMAKE_BUILD_TYPE=MinSizeRel \
   -DENABLE_MBEDTLS=ON -DBUILD_SHARED_LIBS=OFF -DLIBSRTP_TEST_APPS=OFF \
-  -DCMAKE_POSITION_INDEPENDENT_CODE=ON -DCMAKE_C_FLAGS="-ffunction-sections -fdata-sections" \
+  -DCMAKE_POSITION_INDEPENDENT_CODE=ON -DCMAKE_C_FLAGS="-ffunction-sections -fdata-sections -fno-asynchronous-unwind-tables -fno-unwind-tables -I$out/include" \
   -DCMAKE_INSTALL_PREFIX="$out" "${extra[@]}" >"$bld.log" 2>&1 || { cat "$bld.log"; exit 1; }
 cmake --build "$bld" -j"$(nproc)" >>"$bld.log" 2>&1 || { tail -40 "$bld.log"; exit 1; }
 cmake --install "$bld" >>"$bld.log" 2>&1

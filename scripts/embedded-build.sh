@@ -20,23 +20,42 @@ srtp=$top/build/third_party/$arch
 case "$arch" in
   host)
     target=x86_64-unknown-linux-gnu
-    cc=gcc; strip=strip
+    cc=gcc; strip=strip; objcopy=objcopy
     libdir=/usr/lib/x86_64-linux-gnu
+    ldflags=()
     cflags=()
     ;;
   arm64)
     # The toolchain ships an Embedded stdlib for aarch64-none-none-elf; glibc and the
     # Debian multiarch libraries provide the Linux side, so clang is told it is Linux.
     target=aarch64-none-none-elf
-    cc=aarch64-linux-gnu-gcc; strip=aarch64-linux-gnu-strip
+    cc=aarch64-linux-gnu-gcc; strip=aarch64-linux-gnu-strip; objcopy=aarch64-linux-gnu-objcopy
     libdir=/usr/lib/aarch64-linux-gnu
+    # Segments aligned to 16 KiB, not ld's aarch64 default of 64 KiB: the file then
+    # carries at most 16 KiB of padding between text and data (it carried ~50 KiB), and
+    # the binary still loads on kernels with 4 KiB and 16 KiB pages (Raspberry Pi OS
+    # on the Pi 5 uses 16 KiB); a 64 KiB-page kernel would refuse it.
+    ldflags=(-Wl,-z,max-page-size=16384 -Wl,-z,common-page-size=4096)
     cflags=(-Xcc -isystem -Xcc /usr/aarch64-linux-gnu/include -Xcc -isystem -Xcc /usr/include
             -Xcc -D__linux__ -Xcc -D__unix__ -Xcc -D__aarch64__ -Xcc -D__gnu_linux__)
     ;;
   *) echo "unknown architecture '$arch' (host or arm64)" >&2; exit 64 ;;
 esac
 
+# libsrtp and mbedtls from Debian's source packages (mbedtls configured for Linnet:
+# scripts/mbedtls/config.h); their headers come first on the include path.
 scripts/build-libsrtp.sh "$arch"
+# Debian's libopus.a and libgpiod.a without their unwind tables (.eh_frame, ~20 kB in
+# the binary), as mbedtls and libsrtp are built: nothing unwinds through these C
+# frames (no C++, no pthread_cancel; Swift traps abort without unwinding, and the
+# Swift objects carry no unwind tables either). What a crash loses: gdb's backtrace
+# from a core dump relies on prologue analysis inside these libraries and may stop
+# early there.
+for lib in libopus libgpiod; do
+  if [ ! "$srtp/lib/$lib.a" -nt "$libdir/$lib.a" ]; then
+    "$objcopy" -R .eh_frame -R .rela.eh_frame "$libdir/$lib.a" "$srtp/lib/$lib.a"
+  fi
+done
 
 swiftc=$(command -v swiftc)
 toolchain=$(cd "$(dirname "$swiftc")/.." && pwd)
@@ -104,9 +123,9 @@ done
 # Static C libraries first (libsrtp before mbedtls, whose AES and HMAC it uses),
 # ALSA dynamically: its plugins are loaded at run time and Debian ships no libasound.a.
 "$cc" -o "$out/linnet" "$out"/obj/*.o \
-  "$srtp/lib/libsrtp2.a" "$libdir/libopus.a" "$libdir/libgpiod.a" \
-  "$libdir/libmbedtls.a" "$libdir/libmbedx509.a" "$libdir/libmbedcrypto.a" \
+  "$srtp/lib/libsrtp2.a" "$srtp/lib/libopus.a" "$srtp/lib/libgpiod.a" \
+  "$srtp/lib/libmbedtls.a" "$srtp/lib/libmbedx509.a" "$srtp/lib/libmbedcrypto.a" \
   -lasound -lm -L"$embedded_lib" -lswiftUnicodeDataTables \
-  -Wl,--gc-sections -Wl,--as-needed -Wl,-Map="$out/linnet.map"
+  -Wl,--gc-sections -Wl,--as-needed "${ldflags[@]}" -Wl,-Map="$out/linnet.map"
 "$strip" -o "$out/linnet.stripped" "$out/linnet"
 echo "built $out/linnet ($(stat -c %s "$out/linnet.stripped") bytes stripped)"

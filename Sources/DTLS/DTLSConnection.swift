@@ -24,7 +24,9 @@ public struct CertificateFingerprint: Sendable, Equatable {
     /// From SDP's hash name and hex value; nil for an algorithm weaker than SHA-256
     /// (RFC 8827 §6.5 requires SHA-256 or better) or malformed hex.
     public init?(hashName: String, hex: String) {
-        switch hashName.lowercased() {
+        // ASCII case folding: SDP hash names are ASCII tokens (RFC 8122 §5), and
+        // String.lowercased() would link the stdlib's Unicode case tables (issue 18).
+        switch String(decoding: hashName.utf8.map { $0 >= 65 && $0 <= 90 ? $0 + 32 : $0 }, as: UTF8.self) {
         case "sha-256": algorithm = .sha256
         case "sha-384": algorithm = .sha384
         case "sha-512": algorithm = .sha512

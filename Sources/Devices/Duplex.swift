@@ -18,6 +18,9 @@ public struct DuplexConfiguration {
     /// 10 ms frames each ring holds.
     public var captureRingFrames = 32
     public var playbackRingFrames = 32
+    /// 10 ms frames the loop takes from the capture ring at a time (one uplink packet);
+    /// the loop is woken only once that much is waiting.
+    public var captureWakeFrames = 1
     /// How much audio the loop keeps queued ahead of the playback thread: enough to
     /// cover the loop's reaction to a period's signal (a wake-up, a decode). The ring's
     /// level moves between this and this plus one downlink frame.
@@ -122,10 +125,11 @@ public final class DuplexAudio {
         let notify = captureNotify
         let channel = configuration.channel
         let captureRing = configuration.captureRingFrames
+        let captureWake = configuration.captureWakeFrames
         func capturePipeline(_ f: DeviceFormat) throws(DeviceError) -> CapturePipeline {
             do throws(AudioError) {
                 return try CapturePipeline(device: f, rate: rate, channel: channel, chain: captureChain, notify: notify,
-                                           ringFrames: captureRing, reference: reference)
+                                           ringFrames: captureRing, wakeFrames: captureWake, reference: reference)
             } catch {
                 throw .pipeline(error)
             }

@@ -27,6 +27,8 @@ public final class CapturePipeline: CaptureSink, @unchecked Sendable {
     public let chain: HookChain
     public let ring: SampleRing
     let notify: EventFD
+    /// Samples waiting in the ring that make a wake-up worth it.
+    let wakeSamples: Int
     let converter: InputConverter
     let resampler: Resampler?
     let converted: UnsafeMutableBufferPointer<Int16>
@@ -52,10 +54,14 @@ public final class CapturePipeline: CaptureSink, @unchecked Sendable {
     /// - Parameters:
     ///   - channel: the device channel to use (nil: average all channels).
     ///   - ringFrames: 10 ms frames the uplink ring holds (rounded up to a power of two).
+    ///   - wakeFrames: 10 ms frames the consumer takes at a time (the loop's 20 ms
+    ///     packets: 2); `notify` is signalled only once that much is waiting, not after
+    ///     every frame (issue 18: half the loop's wake-ups found nothing to take).
     public init(device: DeviceFormat, rate: SampleRate, channel: Int?, chain: HookChain, notify: EventFD,
-                ringFrames: Int = 32, reference: PlaybackReference? = nil) throws(AudioError) {
+                ringFrames: Int = 32, wakeFrames: Int = 1, reference: PlaybackReference? = nil) throws(AudioError) {
         self.device = device
         self.reference = reference
+        wakeSamples = max(wakeFrames, 1) * rate.samplesPerFrame
         self.chain = chain
         self.notify = notify
         format = try AudioFormat(sampleRate: rate, channels: 1)
@@ -147,7 +153,7 @@ public final class CapturePipeline: CaptureSink, @unchecked Sendable {
                     _ = ring.push(UnsafeBufferPointer(frame))
                     pushedFrames &+= 1
                 }
-                notify.signal()
+                if ring.availableToRead >= wakeSamples { notify.signal() }
             }
         }
     }

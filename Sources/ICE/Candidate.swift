@@ -26,7 +26,9 @@ public enum CandidateTransport: Hashable, Sendable, CustomStringConvertible {
     case other(String)
 
     init(token: Substring) {
-        switch token.lowercased() {
+        // ASCII case folding: the transport is an ASCII token (RFC 8839 §5.1); the
+        // stdlib's lowercased() would link its Unicode case tables (issue 18).
+        switch String(decoding: token.utf8.map { $0 >= 65 && $0 <= 90 ? $0 + 32 : $0 }, as: UTF8.self) {
         case "udp": self = .udp
         case "tcp": self = .tcp
         default: self = .other(String(token))

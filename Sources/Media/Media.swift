@@ -84,11 +84,11 @@ public struct MediaSettings: Sendable, Equatable {
     public var rate = 48_000
     public var frameMilliseconds = 20
     public var bitrate: Int32 = 32_000
-    public var complexity: Int32 = 5
+    public var complexity: Int32 = 10
     public var fec = true
     public var dtx = false
 
-    public init(rate: Int = 48_000, frameMilliseconds: Int = 20, bitrate: Int32 = 32_000, complexity: Int32 = 5,
+    public init(rate: Int = 48_000, frameMilliseconds: Int = 20, bitrate: Int32 = 32_000, complexity: Int32 = 10,
                 fec: Bool = true, dtx: Bool = false) {
         self.rate = rate
         self.frameMilliseconds = frameMilliseconds

@@ -117,6 +117,9 @@ public final class AudioIO {
         // One downlink frame beyond a period, so a loop that is a period late still finds
         // audio queued.
         duplexConfig.playoutTarget = .milliseconds(Int64(max(30, frameClock.milliseconds + 10)))
+        // Wake the loop once a whole uplink packet is waiting, not after every 10 ms
+        // frame (issue 18: half the wake-ups found nothing to send).
+        duplexConfig.captureWakeFrames = max(1, frameClock.milliseconds / 10)
         let duplex: DuplexAudio
         do throws(DuplexError) {
             duplex = try DuplexAudio(duplexConfig, captureChain: hooks?.chain ?? HookChain())

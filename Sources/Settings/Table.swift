@@ -125,8 +125,12 @@ extension SettingsTable {
 
         .value("bitrate", .whole(6000...510_000, "a bitrate from 6000 to 510000 bit/s", metavar: "BPS"), .codec, [.agent, .audio],
                default: "32000", "target bitrate") { $0.bitrate = $1 },
-        .value("complexity", .whole(0...10, "a whole number from 0 to 10"), .codec, [.agent, .audio], default: "5",
-               "encoder complexity (5 keeps a Pi Zero 2 comfortable)") { $0.complexity = $1 },
+        // Default 10, libopus' own (issue 18, bench/opus-quality.py and bench/audio.sh):
+        // at 5 a recogniser lost words of the uplink; 8–10 measure alike in libopus 1.3.1
+        // (+0.6 dB SNR, −0.6 dB spectral distortion over 5) at ~150 M instructions/s,
+        // ~15 % of one of a Pi Zero 2 W's four A53 cores.
+        .value("complexity", .whole(0...10, "a whole number from 0 to 10"), .codec, [.agent, .audio], default: "10",
+               example: "5", "Opus encoder complexity (10: clearest speech; lower saves CPU on a busy board)") { $0.complexity = $1 },
         .value("fec", .boolean, .codec, [.agent, .audio], default: "true", "in-band forward error correction") { $0.fec = $1 },
         .value("dtx", .boolean, .codec, [.agent, .audio], default: "false", "discontinuous transmission in silence") { $0.dtx = $1 },
         // Parsed and kept, not yet honoured: the audio path frames 20 ms (the duplex

@@ -166,7 +166,7 @@ enum SelfTest {
 
     static func gpiod() throws(Failure) -> String {
         let v = gpiodVersion
-        guard v.first?.isNumber == true else { throw Failure("libgpiod version '\(v)'") }
+        guard let first = v.utf8.first, first >= 0x30, first <= 0x39 else { throw Failure("libgpiod version '\(v)'") }
         return "libgpiod \(v)"
     }
 

@@ -49,8 +49,10 @@ import Wire
     /// The DC remover's design in Double (block means, block pole p^B, a linear ramp
     /// between block estimates): the fixed-point one within 1 LSB. The cases cover block
     /// lengths 16 (20 Hz at 48 kHz), 1 (100 Hz at 16 kHz: the per-sample first-order
-    /// filter) and 2 (50 Hz at 24 kHz, stereo).
-    @Test(arguments: [(SampleRate.hz48000, 20.0, 1, 16), (.hz16000, 100.0, 1, 1), (.hz24000, 50.0, 2, 2)])
+    /// filter), 2 (50 Hz at 24 kHz, stereo), and the mono fast paths of 4 (the product's
+    /// default 80 Hz at 48 kHz, 4-lane vectors) and 8 (40 Hz at 48 kHz).
+    @Test(arguments: [(SampleRate.hz48000, 20.0, 1, 16), (.hz16000, 100.0, 1, 1), (.hz24000, 50.0, 2, 2),
+                      (.hz48000, 80.0, 1, 4), (.hz48000, 40.0, 1, 8)])
     func highPassMatchesDoubleReference(rate: SampleRate, cutoff: Double, channels: Int, block: Int) throws {
         let hpf = try HighPassFilter(cutoffHz: cutoff)
         #expect(hpf.blockLength(at: rate) == block)

@@ -27,7 +27,7 @@ func message(_ body: () throws(ConfigError) -> Config) -> String? {
         #expect(c == Config())
         #expect(c.capture == "default" && c.playback == "default")
         #expect(c.seconds == 0 && c.logLevel == .info && c.pttMode == .hold && c.interfaces.isEmpty)
-        #expect(c.rate == 48_000 && c.frameMS == 20 && c.bitrate == 32_000 && c.complexity == 5)
+        #expect(c.rate == 48_000 && c.frameMS == 20 && c.bitrate == 32_000 && c.complexity == 10)
         #expect(c.fec && !c.dtx && c.limiter && !c.agc && !c.noiseGate && c.highPassHz == 80)
         #expect(c.gainDB == 0 && c.agcTargetDBFS == -18 && c.noiseGateDBFS == -50)
         #expect(c.maxSessionMinutes == 60 && c.statsSeconds == 0 && c.captureChannel == .mix)
@@ -286,7 +286,7 @@ func message(_ body: () throws(ConfigError) -> Config) -> String? {
         let file = route + "ptt = GPIO17\ncomplexity = 9\n"
         let c = try load(file, env: ["LINNET_PTT": ""], args: ["--complexity="])
         #expect(c.ptt == nil && c.sources["ptt"] == nil)
-        #expect(c.complexity == 5 && c.sources["complexity"] == nil)
+        #expect(c.complexity == 10 && c.sources["complexity"] == nil)
     }
 
     @Test("environment names: dashes become underscores, upper case")

@@ -101,6 +101,22 @@ func defaultChain() -> HookChain? {
     return chain
 }
 
+/// The chain `linnet run` builds from the Settings defaults (Sources/linnet/AudioSetup.swift):
+/// high-pass at 80 Hz (`high-pass-hz`), limiter (`limiter = true`), level meter, mute
+/// gate; AGC and the noise gate are off by default.
+func productChain() -> HookChain? {
+    let chain = HookChain()
+    do throws(AudioError) {
+        try chain.add(try HighPassFilter(cutoffHz: 80))
+        try chain.add(try Limiter())
+        try chain.add(LevelMeter())
+        try chain.add(MuteGate())
+    } catch {
+        return nil
+    }
+    return chain
+}
+
 func runHook<H: AudioHook>(_ hook: H, _ signal: TestSignal, frames: Int) {
     let buffer = UnsafeMutableBufferPointer<Int16>.allocate(capacity: 480)
     hook.captureDidStart(.standard)
@@ -127,8 +143,9 @@ func runChain(_ chain: HookChain, _ signal: TestSignal, frames: Int) {
     buffer.deallocate()
 }
 
-func runEncode(_ signal: TestSignal, frames: Int) -> Bool {
+func runEncode(_ signal: TestSignal, frames: Int, complexity: Int32? = nil) -> Bool {
     guard let encoder = productEncoder() else { return false }
+    if let complexity, (try? encoder.setComplexity(complexity)) == nil { return false }
     let pcm = UnsafeMutableBufferPointer<Int16>.allocate(capacity: 960)
     let packet = UnsafeMutableRawBufferPointer.allocate(byteCount: 1275, alignment: 1)
     for f in 0..<frames {
@@ -208,6 +225,7 @@ func run(_ kernel: String, frames: Int) -> Bool {
     do throws(AudioError) {
         switch kernel {
         case "hpf": runHook(try HighPassFilter(), signal, frames: frames)
+        case "hpf80": runHook(try HighPassFilter(cutoffHz: 80), signal, frames: frames)
         case "gain": runHook(try GainHook(gainDB: 6), signal, frames: frames)
         case "agc": runHook(try AutomaticGainControl(), signal, frames: frames)
         case "gate": runHook(try NoiseGate(), signal, frames: frames)
@@ -217,8 +235,15 @@ func run(_ kernel: String, frames: Int) -> Bool {
         case "chain":
             guard let chain = defaultChain() else { return false }
             runChain(chain, signal, frames: frames)
+        case "product_chain":
+            guard let chain = productChain() else { return false }
+            runChain(chain, signal, frames: frames)
         case "opus_encode": return runEncode(signal, frames: frames)
         case "opus_decode": return runDecode(signal, frames: frames)
+        case "opus_encode_c0", "opus_encode_c1", "opus_encode_c2", "opus_encode_c3", "opus_encode_c4", "opus_encode_c5",
+             "opus_encode_c6", "opus_encode_c7", "opus_encode_c8", "opus_encode_c9", "opus_encode_c10":
+            // The product's encoder at an explicit `complexity` (bench/opus-complexity.sh).
+            return runEncode(signal, frames: frames, complexity: Int32(kernel.dropFirst(13)) ?? -1)
         case "capture_allocations": return runCaptureAllocations(signal, frames: frames)
         default: return false
         }
