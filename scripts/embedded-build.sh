@@ -37,6 +37,7 @@ case "$arch" in
 esac
 
 scripts/build-libsrtp.sh "$arch"
+scripts/build-speexdsp.sh "$arch"
 
 swiftc=$(command -v swiftc)
 toolchain=$(cd "$(dirname "$swiftc")/.." && pwd)
@@ -82,10 +83,11 @@ for line in "${modules[@]}"; do
     "${emit[@]}" -c "${files[@]}" -o "$out/obj/$name.o"
 done
 
-# Static C libraries first (libsrtp before mbedtls, whose AES and HMAC it uses),
+# Static C libraries first (libsrtp before mbedtls, whose AES and HMAC it uses; speexdsp
+# is the fixed-point build of scripts/build-speexdsp.sh),
 # ALSA dynamically: its plugins are loaded at run time and Debian ships no libasound.a.
 "$cc" -o "$out/linnet" "$out"/obj/*.o \
-  "$srtp/lib/libsrtp2.a" "$libdir/libopus.a" "$libdir/libgpiod.a" \
+  "$srtp/lib/libsrtp2.a" "$srtp/lib/libspeexdsp.a" "$libdir/libopus.a" "$libdir/libgpiod.a" \
   "$libdir/libmbedtls.a" "$libdir/libmbedx509.a" "$libdir/libmbedcrypto.a" \
   -lasound -lm -L"$embedded_lib" -lswiftUnicodeDataTables \
   -Wl,--gc-sections -Wl,--as-needed -Wl,-Map="$out/linnet.map"
