@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Audio figures, one `BENCH <name> <value> <unit>` line each (docs: CLI.md):
-#   - instructions per 10 ms 48 kHz mono frame of every built-in hook and of the default
+#   - instructions per 10 ms 48 kHz mono frame of every built-in hook (echo canceller and
+#     noise suppression too, with the canceller's ERLE on the tests' simulation) and of the default
 #     chain (high-pass, AGC, noise gate, limiter, meter, run through HookChain);
 #   - instructions per 20 ms frame of Opus encode and decode as the product configures
 #     them (48 kHz mono, 32 kbit/s, FEC, libopus' default complexity);
@@ -32,13 +33,27 @@ collected() {
     "$bench" "$1" "$2" 2>&1 >/dev/null | sed -n 's/.*Collected : \([0-9]*\).*/\1/p'
 }
 
-kernels=${KERNELS:-hpf gain agc gate limiter meter mute chain opus}
+kernels=${KERNELS:-hpf gain agc gate limiter meter mute chain aec ns opus}
 for pair in hpf:highpass gain:gain agc:agc gate:noise_gate limiter:limiter meter:level_meter \
             mute:mute_gate chain:default_chain; do
   kernel=${pair%%:*}; name=${pair#*:}
   [[ " $kernels " == *" $kernel "* ]] || continue
   echo "BENCH audio_${name}_instructions_per_frame$suffix $(instructions "$kernel" 100 300) instructions"
 done
+# speexdsp: Debian's floating-point build in full mode, the release build's fixed-point
+# one in embedded mode (bench/build.sh). The canceller at 48 kHz with its default 250 ms
+# filter and the delay search; noise suppression at 15 dB. ERLE: the tests' echo-path
+# simulation (RT60 0.2 s, 120 ms, −6 dB), far-end-only speech 3–6 s.
+if [[ " $kernels " == *" aec "* ]]; then
+  echo "BENCH aec_instructions_per_frame$suffix $(instructions aec 100 300) instructions"
+  for k in aec_erle:aec_erle_db aec_erle_16k:aec_erle_16k_db; do
+    tenths=$("$bench" "${k%%:*}" 0 | sed -n 's/^erle_tenths //p')
+    echo "BENCH ${k#*:}$suffix $(awk -v t="$tenths" 'BEGIN { printf "%.1f", t / 10 }') dB"
+  done
+fi
+if [[ " $kernels " == *" ns "* ]]; then
+  echo "BENCH ns_instructions_per_frame$suffix $(instructions ns 100 300) instructions"
+fi
 # libopus is the same C library in both modes (Debian's -O2 build), so it is counted once.
 if [ "$mode" = full ] && [[ " $kernels " == *" opus "* ]]; then
   echo "BENCH opus_encode_instructions_per_frame $(instructions opus_encode 50 100) instructions"

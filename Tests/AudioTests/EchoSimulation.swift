@@ -258,8 +258,8 @@ func convergenceSeconds(mic: [Int16], out: [Int16], echo: [Int16], rate: Int, st
 /// seconds, the echo of the far end through a room, noise at `noiseDBFS`.
 struct EchoScenario {
     var rate = 16_000
-    var seconds = 10.0
-    var nearStart = 6.0
+    var seconds = 16.0
+    var nearStart = 12.0
     var rt60 = 0.2
     var delay = 0.12
     var gainDB = -6.0

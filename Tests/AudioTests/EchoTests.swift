@@ -52,8 +52,8 @@ func measure(_ scenario: EchoScenario, filterMilliseconds: Int = 250, suppressDB
     let clean = try cancel(s, mic: s.micWithoutEcho, rate: rate, filterMilliseconds: filterMilliseconds, suppressDB: suppressDB)
     let fs = scenario.rate
     let nearStart = Int(scenario.nearStart * Double(fs))
-    // Far-end only, after 3 s of convergence.
-    let erle = erleDB(mic: s.mic, out: out, (3 * fs)..<nearStart)
+    // Far-end only, the last 4 s before the near end joins (after convergence).
+    let erle = erleDB(mic: s.mic, out: out, (nearStart - 4 * fs)..<nearStart)
     let conv = convergenceSeconds(mic: s.mic, out: out, echo: s.echo, rate: fs, start: 0, end: nearStart, targetDB: 20)
     let dt = nearStart..<(s.mic.count / rate.samplesPerFrame * rate.samplesPerFrame)
     return EchoFigures(erle: erle, convergence: conv,
@@ -68,12 +68,14 @@ func tenths(_ x: Double) -> String {
 }
 
 @Suite struct EchoCancellerTests {
-    /// Every delay and room of the issue at 16 kHz: ERLE in far-end-only speech from 3 s
-    /// to 6 s, convergence to 20 dB, and the near end kept in double talk (6–10 s) against
-    /// the same measure with no echo at all. Thresholds: what speexdsp (Debian's float
-    /// build) measured here, less a margin; the figures are printed.
-    /// Measured: RT60 0.2 s: ERLE 15.4–17.2 dB, SNR loss 0.6–0.7 dB; RT60 0.5 s: ERLE
-    /// 4.2–11.7 dB, SNR loss 1.4–3.6 dB (MDF adapts slowly to the dense tail).
+    /// Every delay and room of the issue at 16 kHz, 16 s: far end alone for 12 s, then
+    /// double talk. ERLE over the last 4 s of far end alone (after convergence), the time
+    /// until ERLE over 500 ms first reaches 20 dB, and the near end kept in double talk
+    /// against the same measure with no echo at all. Thresholds: what speexdsp (Debian's
+    /// float build; `make bench` prints the release build's fixed-point figure) measured
+    /// here, less a margin; the figures are printed.
+    /// Measured: RT60 0.2 s: ERLE 21.9–24.9 dB, 20 dB after 4.6–5.8 s, SNR loss 0.2–1.0 dB;
+    /// RT60 0.5 s: ERLE 16.9–19.4 dB, 20 dB after 8.2–8.5 s, SNR loss 0.3–1.4 dB.
     @Test(arguments: [0.2, 0.5], [0.02, 0.12, 0.25])
     func echoPath(rt60: Double, delay: Double) throws {
         var sc = EchoScenario()
@@ -81,41 +83,40 @@ func tenths(_ x: Double) -> String {
         sc.delay = delay
         let f = try measure(sc)
         print("AEC 16 kHz rt60 \(tenths(rt60)) s delay \(Int(delay * 1000)) ms: ERLE \(tenths(f.erle)) dB, converged to 20 dB in \(f.convergence.map { tenths($0) + " s" } ?? "never"), double-talk near-end SNR \(tenths(f.snr)) dB (no echo \(tenths(f.snrWithoutEcho)) dB, uncancelled \(tenths(f.snrUncancelled)) dB); delay found \(tenths(f.delay)) ms, \(f.restarts) restarts")
-        // The search finds the direct path (it lies within the 20 ms margin).
+        // The search finds the direct path (within the 20 ms margin the filter starts by).
         #expect(f.delay >= delay * 1000 - 2 && f.delay <= delay * 1000 + 18)
-        if rt60 < 0.3 {
-            #expect(f.erle >= 13)
-            #expect(f.snrWithoutEcho - f.snr <= 1.5)
-            #expect(f.convergence != nil)
-        } else {
-            #expect(f.erle >= 3)
-            #expect(f.snrWithoutEcho - f.snr <= 5)
-        }
+        #expect(f.restarts <= 1)
+        #expect(f.erle >= (rt60 < 0.3 ? 19 : 14))
+        #expect((f.convergence ?? 99) <= (rt60 < 0.3 ? 7 : 10))
+        #expect(f.snrWithoutEcho - f.snr <= (rt60 < 0.3 ? 2 : 3))
         #expect(f.snr >= f.snrUncancelled + 5)
     }
 
     /// 48 kHz (the default pipeline rate), the 120 ms delay in the 0.2 s room.
+    /// Measured: ERLE 21.4 dB, 20 dB after 8.1 s, SNR 9.4 dB (no echo 6.8 dB: speexdsp's
+    /// DC notch turns low partials more at 48 kHz).
     @Test func at48kHz() throws {
         var sc = EchoScenario()
         sc.rate = 48_000
         let f = try measure(sc)
-        print("AEC 48 kHz rt60 0.2 s delay 120 ms: ERLE \(tenths(f.erle)) dB, converged to 20 dB in \(f.convergence.map { tenths($0) + " s" } ?? "never"), double-talk SNR \(tenths(f.snr)) dB (no echo \(tenths(f.snrWithoutEcho)) dB); delay found \(tenths(f.delay)) ms")
-        // Measured 13.5 dB ERLE, 3.8 dB SNR loss.
-        #expect(f.erle >= 10)
-        #expect(f.snrWithoutEcho - f.snr <= 5)
+        print("AEC 48 kHz rt60 0.2 s delay 120 ms: ERLE \(tenths(f.erle)) dB, converged to 20 dB in \(f.convergence.map { tenths($0) + " s" } ?? "never"), double-talk SNR \(tenths(f.snr)) dB (no echo \(tenths(f.snrWithoutEcho)) dB, uncancelled \(tenths(f.snrUncancelled)) dB); delay found \(tenths(f.delay)) ms")
+        #expect(f.erle >= 18)
+        #expect(f.snr >= f.snrWithoutEcho - 3)
+        #expect(f.snr >= f.snrUncancelled + 3)
     }
 
-    /// The two clocks 100 ppm apart either way (1 ms over the 10 s).
+    /// The two clocks 100 ppm apart either way (1.2 ms by the measured stretch). MDF does
+    /// not follow a delay that keeps moving: measured ERLE 2.4–2.7 dB and SNR losses of
+    /// 7.8–8.1 dB. This is the two-card case; one card (one clock) does not drift, and
+    /// this test holds the figure so a drift compensation shows as a change.
     @Test(arguments: [100.0, -100.0])
     func drift(ppm: Double) throws {
         var sc = EchoScenario()
         sc.driftPPM = ppm
         let f = try measure(sc)
-        print("AEC 16 kHz rt60 0.2 s delay 120 ms drift \(Int(ppm)) ppm: ERLE \(tenths(f.erle)) dB, double-talk SNR \(tenths(f.snr)) dB (no echo \(tenths(f.snrWithoutEcho)) dB)")
-        // Measured 7.0 / 7.5 dB ERLE and 6.4–6.5 dB SNR loss: MDF alone does not follow
-        // a drifting delay well (1.6 samples a second at 16 kHz).
-        #expect(f.erle >= 5)
-        #expect(f.snrWithoutEcho - f.snr <= 8)
+        print("AEC 16 kHz rt60 0.2 s delay 120 ms drift \(Int(ppm)) ppm: ERLE \(tenths(f.erle)) dB, double-talk SNR \(tenths(f.snr)) dB (no echo \(tenths(f.snrWithoutEcho)) dB, uncancelled \(tenths(f.snrUncancelled)) dB)")
+        #expect(f.erle >= 1.5)
+        #expect(f.snr >= f.snrUncancelled - 1)
     }
 
     /// Without a reference (silent speaker) the canceller leaves the microphone alone
@@ -166,3 +167,4 @@ func tenths(_ x: Double) -> String {
         #expect(throws: AudioError.self) { try SpeexPreprocessor(rate: rate, noiseSuppressDB: 61) }
     }
 }
+
