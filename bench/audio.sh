@@ -43,9 +43,11 @@ done
 # speexdsp: Debian's floating-point build in full mode, the release build's fixed-point
 # one in embedded mode (bench/build.sh). The canceller at 48 kHz with its default 250 ms
 # filter and the delay search; noise suppression at 15 dB. ERLE: the tests' echo-path
-# simulation (RT60 0.2 s, 120 ms, −6 dB), far-end-only speech 3–6 s.
+# simulation (RT60 0.2 s, 120 ms, −6 dB), far-end-only speech 8–12 s (after convergence).
 if [[ " $kernels " == *" aec "* ]]; then
   echo "BENCH aec_instructions_per_frame$suffix $(instructions aec 100 300) instructions"
+  # The same with a fixed delay: speexdsp's MDF alone, without Linnet's delay search.
+  echo "BENCH aec_mdf_instructions_per_frame$suffix $(instructions aec_mdf 100 300) instructions"
   for k in aec_erle:aec_erle_db aec_erle_16k:aec_erle_16k_db; do
     tenths=$("$bench" "${k%%:*}" 0 | sed -n 's/^erle_tenths //p')
     echo "BENCH ${k#*:}$suffix $(awk -v t="$tenths" 'BEGIN { printf "%.1f", t / 10 }') dB"

@@ -29,7 +29,7 @@ if [ "$arch" = arm64 ]; then
 fi
 # DISABLE_WARNINGS: speexdsp would print to stderr from the audio thread (its canceller
 # reports a reset there). NEON and SSE only speed up the resampler, which Linnet does not use.
-(cd "$bld" && CC=$cc CFLAGS="-Os -fPIC -ffunction-sections -fdata-sections -DDISABLE_WARNINGS" \
+(cd "$bld" && CC=$cc CFLAGS="-O2 -fPIC -ffunction-sections -fdata-sections -DDISABLE_WARNINGS" \
   "$src/speexdsp-1.2.1/configure" "${host[@]}" --prefix="$out" --enable-fixed-point \
   --disable-shared --enable-static --disable-neon --disable-sse --disable-examples) >"$bld.log" 2>&1 \
   || { tail -40 "$bld.log"; exit 1; }

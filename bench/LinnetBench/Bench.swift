@@ -3,7 +3,7 @@
 // product modules (full Swift -O, or Embedded -Osize as the release binary is built).
 //
 // usage: linnet-bench <kernel> <frames>
-//   kernels: hpf gain agc gate limiter meter mute aec ns chain opus_encode opus_decode
+//   kernels: hpf gain agc gate limiter meter mute aec aec_mdf (no delay search) ns chain opus_encode opus_decode
 //            aec_erle aec_erle_16k (print "erle_tenths <n>")
 //            capture_allocations (prints "allocations <n> frames <m>")
 //
@@ -131,9 +131,9 @@ func runChain(_ chain: HookChain, _ signal: TestSignal, frames: Int) {
 /// The echo canceller at 48 kHz: the reference is the test signal, the microphone hears
 /// it 120 ms later at half the amplitude (the canceller's work per frame does not depend
 /// on the echo path; the delay search runs whenever the far end is active).
-func runEcho(_ signal: TestSignal, frames: Int) throws(AudioError) {
+func runEcho(_ signal: TestSignal, frames: Int, search: Bool = true) throws(AudioError) {
     let staged = StagedReference()
-    let aec = try EchoCanceller(rate: .hz48000, reference: staged)
+    let aec = try EchoCanceller(rate: .hz48000, fixedDelayMilliseconds: search ? nil : 100, reference: staged)
     let reference = UnsafeMutableBufferPointer<Int16>.allocate(capacity: 480)
     let buffer = UnsafeMutableBufferPointer<Int16>.allocate(capacity: 480)
     aec.captureDidStart(.standard)
@@ -152,7 +152,7 @@ func runEcho(_ signal: TestSignal, frames: Int) throws(AudioError) {
 
 /// ERLE of the echo-path simulation the tests use (Tests/AudioTests/EchoSimulation.swift):
 /// far-end speech through a RT60 0.2 s room with a 120 ms delay at −6 dB, measured in
-/// far-end-only speech from 3 s to 6 s; printed in tenths of a dB.
+/// far-end-only speech from 8 s to 12 s (after convergence); printed in tenths of a dB.
 func runEchoERLE(rate: Int) throws(AudioError) {
     var sc = EchoScenario()
     sc.rate = rate
@@ -173,7 +173,8 @@ func runEchoERLE(rate: Int) throws(AudioError) {
         i += n
         seq += 1
     }
-    let e = erleDB(mic: s.mic, out: out, (3 * rate)..<(6 * rate))
+    let nearStart = Int(sc.nearStart) * rate
+    let e = erleDB(mic: s.mic, out: out, (nearStart - 4 * rate)..<nearStart)
     print("erle_tenths " + String(Int((e * 10).rounded())))
 }
 
@@ -265,6 +266,7 @@ func run(_ kernel: String, frames: Int) -> Bool {
         case "meter": runHook(LevelMeter(), signal, frames: frames)
         case "mute": runHook(MuteGate(), signal, frames: frames)
         case "aec": try runEcho(signal, frames: frames)
+        case "aec_mdf": try runEcho(signal, frames: frames, search: false)
         case "ns": runHook(try SpeexPreprocessor(rate: .hz48000, noiseSuppressDB: 15), signal, frames: frames)
         case "aec_erle": try runEchoERLE(rate: 48_000)
         case "aec_erle_16k": try runEchoERLE(rate: 16_000)
