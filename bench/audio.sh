@@ -48,7 +48,8 @@ if [[ " $kernels " == *" aec "* ]]; then
   echo "BENCH aec_instructions_per_frame$suffix $(instructions aec 100 300) instructions"
   # The same with a fixed delay: speexdsp's MDF alone, without Linnet's delay search.
   echo "BENCH aec_mdf_instructions_per_frame$suffix $(instructions aec_mdf 100 300) instructions"
-  for k in aec_erle:aec_erle_db aec_erle_16k:aec_erle_16k_db; do
+  # aec_res: with the residual echo suppressor behind it (aec-suppress-db = 40, the default).
+  for k in aec_erle:aec_erle_db aec_erle_16k:aec_erle_16k_db aec_res_erle:aec_res_erle_db; do
     tenths=$("$bench" "${k%%:*}" 0 | sed -n 's/^erle_tenths //p')
     echo "BENCH ${k#*:}$suffix $(awk -v t="$tenths" 'BEGIN { printf "%.1f", t / 10 }') dB"
   done

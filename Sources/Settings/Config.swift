@@ -148,6 +148,7 @@ public struct Config: Sendable, Equatable {
     public var limiterDBFS = 0.0
     public var aec = false
     public var aecFilterMS = 0
+    public var aecSuppressDB = 0
     public var noiseSuppressDB = 0
     public var voiceFlag = false
     /// `linnet audio`'s offline echo reference: what the speaker played.

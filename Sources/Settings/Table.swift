@@ -120,6 +120,10 @@ extension SettingsTable {
                "acoustic echo cancellation (speexdsp MDF) against what the speaker plays; the echo delay is found") { $0.aec = $1 },
         .value("aec-filter-ms", .whole(20...1000, "a whole number of milliseconds from 20 to 1000", metavar: "MS"), .hooks, [.agent, .audio],
                default: "250", "the room tail the echo canceller models, after the delay") { $0.aecFilterMS = $1 },
+        .value("aec-suppress-db", .whole(0...60, "0 (off) or a whole number of dB from 1 to 60", metavar: "DB"), .hooks, [.agent, .audio],
+               default: "40", "with aec: the residual echo suppressor behind the canceller, its attenuation (0: off; adds 10 ms)") {
+            $0.aecSuppressDB = $1
+        },
         .value("noise-suppress-db", .whole(0...60, "0 (off) or a whole number of dB from 1 to 60", metavar: "DB"), .hooks, [.agent, .audio],
                default: "0", "noise suppression (speexdsp preprocessor): how far stationary noise is lowered (0: off)") { $0.noiseSuppressDB = $1 },
         .value("voice-flag", .boolean, .hooks, [.agent, .audio], default: "false",

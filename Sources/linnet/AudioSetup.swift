@@ -23,8 +23,8 @@ struct AudioSetup {
     let preprocessor: SpeexPreprocessor?
     let voiceFlag: Bool
 
-    /// The chain, in this order: echo cancellation, DC removal (high-pass), noise
-    /// suppression / voice flag, gain, AGC, noise gate, limiter, level meter, and the mute
+    /// The chain, in this order: echo cancellation, the speexdsp preprocessor (residual
+    /// echo and noise suppression, voice flag), DC removal (high-pass), gain, AGC, noise gate, limiter, level meter, and the mute
     /// gate last (what push-to-talk drives). A hook whose key leaves it doing nothing
     /// (gain 0 dB, high-pass 0) is left out. The canceller comes first because it needs
     /// a linear echo path: AGC, gate and limiter change their gain with the signal.
@@ -51,14 +51,18 @@ struct AudioSetup {
             } else {
                 canceller = nil
             }
-            if config.highPassHz > 0 { try chain.add(try HighPassFilter(cutoffHz: Double(config.highPassHz))) }
-            if config.noiseSuppressDB > 0 || config.voiceFlag {
-                let p = try SpeexPreprocessor(rate: r, noiseSuppressDB: config.noiseSuppressDB)
+            // One speexdsp preprocessor for the residual echo suppressor, noise
+            // suppression and the voice flag, right behind the canceller: it reads the
+            // canceller's estimate of the echo left in this frame.
+            let echoSuppress = canceller != nil ? config.aecSuppressDB : 0
+            if echoSuppress > 0 || config.noiseSuppressDB > 0 || config.voiceFlag {
+                let p = try SpeexPreprocessor(rate: r, noiseSuppressDB: config.noiseSuppressDB, echoSuppressDB: echoSuppress, echo: canceller)
                 try chain.add(p)
                 preprocessor = p
             } else {
                 preprocessor = nil
             }
+            if config.highPassHz > 0 { try chain.add(try HighPassFilter(cutoffHz: Double(config.highPassHz))) }
             if config.gainDB != 0 { try chain.add(try GainHook(gainDB: config.gainDB)) }
             if config.agc { try chain.add(try AutomaticGainControl(targetDBFS: config.agcTargetDBFS)) }
             if config.noiseGate { try chain.add(try NoiseGate(thresholdDBFS: config.noiseGateDBFS)) }

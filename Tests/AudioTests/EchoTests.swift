@@ -133,6 +133,28 @@ func tenths(_ x: Double) -> String {
         #expect(snr >= 10)
     }
 
+    /// The residual echo suppressor (speexdsp's preprocessor fed with the canceller's
+    /// state) behind the canceller: more ERLE, the near end as kept. The preprocessor
+    /// delays its output by one frame (its overlap-add), so the SNR is taken one frame
+    /// on. Measured: RT60 0.2 s 23.8 → 26.7 dB, 0.5 s 17.9 → 21.3 dB at 40 dB, SNR
+    /// unchanged within 0.1 dB.
+    @Test(arguments: [0.2, 0.5])
+    func residualSuppressor(rt60: Double) throws {
+        var sc = EchoScenario()
+        sc.rt60 = rt60
+        let s = sc.make()
+        let fs = sc.rate, nearStart = Int(sc.nearStart) * fs
+        let plain = try cancel(s, mic: s.mic, rate: .hz16000)
+        let suppressed = try cancel(s, mic: s.mic, rate: .hz16000, suppressDB: 40)
+        let shifted = Array(suppressed[160...]) + [Int16](repeating: 0, count: 160)
+        let far = (nearStart - 4 * fs)..<nearStart, dt = nearStart..<(s.mic.count - 480)
+        let e0 = erleDB(mic: s.mic, out: plain, far), e1 = erleDB(mic: s.mic, out: suppressed, far)
+        let snr0 = snrDB(reference: s.near, plain, dt), snr1 = snrDB(reference: s.near, shifted, dt)
+        print("AEC + residual suppression 40 dB, rt60 \(tenths(rt60)) s: ERLE \(tenths(e0)) → \(tenths(e1)) dB, double-talk SNR \(tenths(snr0)) → \(tenths(snr1)) dB")
+        #expect(e1 >= e0 + 2)
+        #expect(snr1 >= snr0 - 0.5)
+    }
+
     @Test func rejectsOutOfRangeFilter() {
         #expect(throws: AudioError.self) { try EchoCanceller(rate: .hz16000, filterMilliseconds: 5, reference: StagedReference()) }
     }
@@ -167,4 +189,5 @@ func tenths(_ x: Double) -> String {
         #expect(throws: AudioError.self) { try SpeexPreprocessor(rate: rate, noiseSuppressDB: 61) }
     }
 }
+
 

@@ -42,10 +42,13 @@ import Foundation
         let m = echoed.map { Int16($0) }
         let reduction = 20 * log10(Signal.rms(m[(3 * rate)..<nearStart]) / Signal.rms(y[(3 * rate)..<nearStart]))
         let nearScaled = near.map { Int16((Double($0) * 0.7).rounded()) }
-        let lag = Signal.bestLag(nearScaled, y0, range: 0..<(rate / 50), from: nearStart, length: 2 * rate)
-        let snr = Signal.alignedSNR(nearScaled, y, lag: lag, from: nearStart, length: 2 * rate + rate / 2)
-        let snr0 = Signal.alignedSNR(nearScaled, y0, lag: lag, from: nearStart, length: 2 * rate + rate / 2)
-        print("linnet audio --aec \(rate / 1000) kHz: echo reduced \(String(format: "%.1f", reduction)) dB in far-end-only speech (3–6 s); double-talk aligned SNR \(String(format: "%.1f", snr)) dB, no echo \(String(format: "%.1f", snr0)) dB; \(r.out.split(separator: ";").last ?? "")")
+        // Each output against the near end at its own delay (Opus' lookahead; the
+        // residual echo suppressor adds a frame).
+        let lag0 = Signal.bestLag(nearScaled, y0, range: 0..<(rate / 25), from: nearStart, length: 2 * rate)
+        let lag = Signal.bestLag(nearScaled, y, range: 0..<(rate / 25), from: nearStart, length: 2 * rate)
+        let snr = Signal.alignedSNR(nearScaled, y, lag: lag, from: nearStart, length: 2 * rate + rate / 4)
+        let snr0 = Signal.alignedSNR(nearScaled, y0, lag: lag0, from: nearStart, length: 2 * rate + rate / 4)
+        print("linnet audio --aec \(rate / 1000) kHz: echo reduced \(String(format: "%.1f", reduction)) dB in far-end-only speech (3–6 s); double-talk aligned SNR \(String(format: "%.1f", snr)) dB, no echo and no canceller \(String(format: "%.1f", snr0)) dB (delays \(lag) / \(lag0) samples); \(r.out.split(separator: ";").last ?? "")")
         // Measured (16 / 48 kHz): echo reduced 18.7 / 18.9 dB; SNR 8.4 / 8.5 dB against
         // 15.4 / 13.9 dB for Opus alone. The issue's goal of "about 7 dB or better" holds;
         // "within 3 dB of no echo" does not (5.4–7.0 dB): the canceller's own DC notch and

@@ -153,13 +153,14 @@ func runEcho(_ signal: TestSignal, frames: Int, search: Bool = true) throws(Audi
 /// ERLE of the echo-path simulation the tests use (Tests/AudioTests/EchoSimulation.swift):
 /// far-end speech through a RT60 0.2 s room with a 120 ms delay at −6 dB, measured in
 /// far-end-only speech from 8 s to 12 s (after convergence); printed in tenths of a dB.
-func runEchoERLE(rate: Int) throws(AudioError) {
+func runEchoERLE(rate: Int, suppressDB: Int = 0) throws(AudioError) {
     var sc = EchoScenario()
     sc.rate = rate
     let s = sc.make()
     guard let r = SampleRate(rawValue: rate) else { return }
     let staged = StagedReference()
     let aec = try EchoCanceller(rate: r, reference: staged)
+    let res = suppressDB > 0 ? try SpeexPreprocessor(rate: r, echoSuppressDB: suppressDB, echo: aec) : nil
     let format = try AudioFormat(sampleRate: r, channels: 1)
     let n = r.samplesPerFrame
     var out = s.mic
@@ -168,7 +169,10 @@ func runEchoERLE(rate: Int) throws(AudioError) {
     while i + n <= out.count {
         s.reference.withUnsafeBufferPointer { staged.stage(UnsafeBufferPointer(rebasing: $0[i..<(i + n)])) }
         out.withUnsafeMutableBufferPointer { p in
-            _ = aec.process(UnsafeMutableBufferPointer(rebasing: p[i..<(i + n)]), FrameInfo(format: format, sequence: seq, captureTime: .zero))
+            let frame = UnsafeMutableBufferPointer(rebasing: p[i..<(i + n)])
+            let info = FrameInfo(format: format, sequence: seq, captureTime: .zero)
+            _ = aec.process(frame, info)
+            if let res { _ = res.process(frame, info) }
         }
         i += n
         seq += 1
@@ -270,6 +274,7 @@ func run(_ kernel: String, frames: Int) -> Bool {
         case "ns": runHook(try SpeexPreprocessor(rate: .hz48000, noiseSuppressDB: 15), signal, frames: frames)
         case "aec_erle": try runEchoERLE(rate: 48_000)
         case "aec_erle_16k": try runEchoERLE(rate: 16_000)
+        case "aec_res_erle": try runEchoERLE(rate: 48_000, suppressDB: 40)
         case "chain":
             guard let chain = defaultChain() else { return false }
             runChain(chain, signal, frames: frames)
