@@ -97,3 +97,14 @@ import Glibc
         #expect(RunCommand.tokenSource(tokenFile: nil, credentialsDirectory: dir, systemPath: system) == S(path: dir + "/token", origin: .credential))
     }
 }
+
+/// `check` with echo cancellation asked for: it says run cannot do it live yet, and on
+/// devices with no sound card under them (null) it claims no shared clock.
+@Suite struct CheckEchoTests {
+    @Test func aecIsReported() throws {
+        let r = try Linnet.run(["check", "--whip", "http://127.0.0.1:9/whip", "--capture", "null", "--playback", "null", "--aec"])
+        #expect(r.status != 0)
+        #expect(r.out.contains("aec: FAILED") && r.out.contains("duplex = half"), "\(r.out)")
+        #expect(!r.out.contains("clock:"), "\(r.out)")
+    }
+}
