@@ -44,11 +44,12 @@ let package = Package(
         .target(name: "Peer", dependencies: ["Wire", "SDP", "ICE", "DTLS", "SRTP", "RTP", "SCTP"]),
         .target(name: "Audio", dependencies: ["Wire", "CSpeexDSP"]),
         .target(name: "Codec", dependencies: ["COpus"]),
+        .target(name: "Media", dependencies: ["Wire", "Codec", "RTP"]),
         // The DRBG is DTLS's (one class for TLS and DTLS).
         .target(name: "Signaling", dependencies: ["Wire", "JSON", "SDP", "DTLS", "CMbedTLS"]),
         // Every command's options, one table, and the typed Config filled from it.
         .target(name: "Settings", dependencies: ["Wire", "Audio", "Signaling"]),
-        .target(name: "Agent", dependencies: ["Wire", "Peer", "ICE", "DTLS", "SDP", "SCTP", "Signaling", "Audio", "JSON", "Settings"]),
+        .target(name: "Agent", dependencies: ["Wire", "Peer", "ICE", "DTLS", "SDP", "SCTP", "Signaling", "Audio", "Media", "JSON", "Settings"]),
 
         // IO modules: the only ones that touch the system (with the executable).
         .target(name: "Platform", dependencies: ["Wire", "CSystem"]),
@@ -57,7 +58,7 @@ let package = Package(
         // The executable: CLI and wiring only.
         .executableTarget(name: "linnet",
                           dependencies: ["Wire", "JSON", "SDP", "ICE", "DTLS", "SRTP", "RTP", "SCTP", "Peer",
-                                         "Audio", "Codec", "Signaling", "Settings", "Agent", "Platform", "Devices", "CSystem"],
+                                         "Audio", "Codec", "Media", "Signaling", "Settings", "Agent", "Platform", "Devices", "CSystem"],
                           linkerSettings: [.linkedLibrary("m")]),
 
         // One test target per module.
@@ -66,7 +67,7 @@ let package = Package(
         .testTarget(name: "CodecTests", dependencies: ["Codec", "Wire"]),
         .testTarget(name: "SRTPTests", dependencies: ["SRTP", "Wire", "CMbedTLS"]),
         .testTarget(name: "DTLSTests", dependencies: ["DTLS", "Wire", "CMbedTLS"]),
-        .testTarget(name: "DevicesTests", dependencies: ["Devices", "Audio", "Platform", "Wire"]),
+        .testTarget(name: "DevicesTests", dependencies: ["Devices", "Audio", "Platform", "Wire", "CAllocCounter"]),
         .testTarget(name: "CLITests", dependencies: ["linnet", "Settings"]),
         .testTarget(name: "SDPTests", dependencies: ["SDP", "Wire"], exclude: ["Fixtures"]),
         .testTarget(name: "ICETests", dependencies: ["ICE", "Wire"]),
@@ -77,9 +78,10 @@ let package = Package(
         .testTarget(name: "SettingsTests", dependencies: ["Settings", "Wire", "Audio", "Signaling"]),
         .testTarget(name: "AgentTests", dependencies: ["Agent", "Settings", "Wire", "JSON", "Signaling", "Peer", "ICE", "DTLS", "SDP", "SCTP",
                                                        "SimulatedNetwork"]),
-        .testTarget(name: "PeerTests", dependencies: ["Peer", "SDP", "ICE", "DTLS", "SRTP", "RTP", "SCTP", "Codec", "Wire",
+        .testTarget(name: "PeerTests", dependencies: ["Peer", "SDP", "ICE", "DTLS", "SRTP", "RTP", "SCTP", "Codec", "Media", "Wire",
                                                       "SimulatedNetwork"]),
         .testTarget(name: "JSONTests", dependencies: ["JSON", "Wire"]),
+        .testTarget(name: "MediaTests", dependencies: ["Media", "RTP", "Codec", "Wire"]),
         .testTarget(name: "RTPTests", dependencies: ["RTP", "Wire"]),
         .target(name: "CAllocCounter", path: "Tests/CAllocCounter"),
         .testTarget(name: "AudioTests", dependencies: ["Audio", "Wire", "CAllocCounter"]),

@@ -71,9 +71,13 @@ public struct HTTPTransportFailure: Error, Sendable, Equatable, CustomStringConv
 /// runtime makes one per session (`AgentCore.makeMedia`). Class-bound so the core can
 /// hold any implementation (Embedded Swift has existentials of class protocols only).
 public protocol CallMedia: AnyObject {
-    /// Encodes one uplink frame; the packet and its RTP duration (48 kHz ticks), or nil
-    /// when nothing is to be sent (DTX): RTP time still moves on by `samples`.
-    func encode(_ frame: UnsafeBufferPointer<Int16>) -> (packet: [UInt8]?, samples: UInt32)
+    /// The RTP duration of one uplink frame: 48 kHz ticks (48 × frame-ms, RFC 7587 §4.1).
+    var frameTicks: UInt32 { get }
+    /// Encodes one uplink frame into `packet`, the room after the RTP header of the
+    /// datagram being built (Opus writes straight into it: one copy on the send path,
+    /// Peer.sendAudio(samples:now:encode:)); the payload length, or nil when nothing is
+    /// to be sent (the frame's RTP time still passes).
+    func encode(_ frame: UnsafeBufferPointer<Int16>, into packet: UnsafeMutableRawBufferPointer) -> Int?
     /// A received Opus packet, for the jitter buffer.
     func received(_ audio: ReceivedAudio)
     /// Figures for the stats line.
@@ -308,10 +312,13 @@ public final class AgentCore {
         driveSupervisor()
     }
 
-    public func handleDatagram(session id: Int, _ bytes: [UInt8], from: SocketAddress, local: SocketAddress, now: Instant) {
+    /// A datagram in the runtime's receive buffer, which the core borrows for the call
+    /// and may overwrite: SRTP is decrypted in place there (Peer.handleInput), so an
+    /// audio packet is copied once between the socket and the jitter buffer.
+    public func handleDatagram(session id: Int, _ datagram: UnsafeMutableRawBufferPointer, from: SocketAddress, local: SocketAddress, now: Instant) {
         self.now = now
         guard let s = sessions[id] else { return }
-        s.datagram(bytes, from: from, local: local)
+        s.datagram(datagram, from: from, local: local)
         driveSupervisor()
     }
 
@@ -333,17 +340,15 @@ public final class AgentCore {
     public func uplink(_ frame: UnsafeBufferPointer<Int16>, now: Instant) {
         self.now = now
         guard let s = activeSession, s.wasConnected, !s.closing, let media = s.media else { return }
-        let (packet, samples): ([UInt8]?, UInt32)
         if halfDuplexHolds {
             // The gate ramps the device's audio down; what is sent is silence even for
             // frames captured before it closed.
             if silence.count != frame.count { silence = [Int16](repeating: 0, count: frame.count) }
-            (packet, samples) = silence.withUnsafeBufferPointer { media.encode($0) }
+            silence.withUnsafeBufferPointer { s.sendAudio($0, media: media) }
         } else {
-            (packet, samples) = media.encode(frame)
+            s.sendAudio(frame, media: media)
         }
-        s.sendAudio(packet, samples: samples)
-        conversation.audioSent(milliseconds: Int(samples / 48))
+        conversation.audioSent(milliseconds: Int(media.frameTicks / 48))
         drainConversation()
     }
 

@@ -91,6 +91,30 @@ struct DelaySearch {
     var sinceMove: Int
 }
 
+/// The live reference: a duplex pipeline's `PlaybackReference`, which the capture
+/// pipeline aligns to each capture frame before the hooks run (Devices/Pipeline.swift),
+/// so frame k of it was playing while capture frame k was captured; what is left for
+/// the canceller is the acoustic path. `source` is set on the loop thread before the
+/// audio threads start (the hook chain is built before the duplex pipeline that owns
+/// the reference).
+public final class LiveReference: EchoReference, @unchecked Sendable {
+    public var source: PlaybackReference?
+
+    public init(source: PlaybackReference? = nil) { self.source = source }
+
+    #if RT_AUDIT
+    @_noLocks
+    #endif
+    public func read(into reference: UnsafeMutablePointer<Int16>, count: Int, for info: FrameInfo) -> Bool {
+        guard let source, source.frameSamples == count, let b = source.samples.baseAddress else {
+            reference.update(repeating: 0, count: count)
+            return false
+        }
+        reference.update(from: b, count: count)
+        return source.coverage > 0
+    }
+}
+
 /// Acoustic echo cancellation with speexdsp's MDF (multidelay block frequency-domain)
 /// adaptive filter, behind a bulk-delay search: the echo of the reference is estimated
 /// and subtracted from the microphone frame.

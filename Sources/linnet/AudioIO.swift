@@ -1,129 +1,164 @@
-// The agent's audio ends: the microphone (a capture device or a WAV file on the capture
-// thread, through the hook chain and the mute gate; or a generated voice for the demo)
-// and the speaker (a playback device on its thread, a WAV file, or nothing). The loop
-// sees 20 ms frames at the pipeline rate in both directions.
+// The agent's audio ends on the loop. Devices' `DuplexAudio` owns both audio threads:
+// the microphone (a capture device or a WAV file, through the hook chain and the mute
+// gate) and the speaker (a playback device, a WAV file, or nothing, each on its own
+// clock). A generated voice (the demo) or silence (`capture = none`) can stand in for
+// the microphone on a loop timer. The loop sees media frames (`frame-ms`) at the
+// pipeline rate.
 //
 // Uplink frames carry their capture time; `UplinkClock` drops those that waited more
 // than 200 ms (behind a stopped process or a held loop) instead of sending them as a
 // burst, and reports how much RTP time to skip (`onSkip`) for audio dropped or never
 // captured, so RTP time keeps following real time.
+//
+// Downlink: the playback thread signals each period it consumed; the duplex pipeline
+// then asks `onPlayout` for audio until its ring is at target, so the jitter buffer is
+// read at the speaker's rate.
 import CSystem
 import Synchronization
 import Wire
 import Platform
 import Audio
 import Devices
+import Media
 import Agent
 import Settings
 
+/// Where uplink PCM comes from when it is not a capture thread: one media frame per
+/// call, or false when nothing is available yet (the frame is then skipped: RTP time
+/// moves on).
+protocol FrameSource: AnyObject {
+    func nextFrame(into frame: inout [Int16]) -> Bool
+}
+
 final class AudioIO {
-    enum Uplink {
-        case capture(CaptureThread<PipelineBox>, CapturePipeline, EventFD)
-        /// Loop-paced frames from a generator (the demo's test voice), 48 kHz.
-        case generated(FrameSource)
-    }
-
-    enum Downlink {
-        case none
-        case file(WAVFrameSink)
-        case playback(PlaybackThread<PlaybackBox>, PlaybackPipeline)
-    }
-
     let loop: EventLoop
-    let uplink: Uplink
-    let downlink: Downlink
+    /// Both audio threads (nil only in tests that drive the uplink by hand).
+    let duplex: DuplexAudio?
+    /// Stands in for the microphone on a loop timer (the demo's voice, silence).
+    let generator: FrameSource?
+    let frameClock: FrameClock
     let rate: Int
     let frameSamples: Int
     let mute: MuteGate
     let meter: LevelMeter?
+    /// `--output`, when the speaker is a WAV file.
+    let outputPath: String?
     var frame: [Int16]
     var onFrame: ([Int16]) -> Void = { _ in }
-    /// Frames (20 ms each) of uplink time that passed without a frame to send: stale
-    /// frames dropped, capture gaps. The session's RTP time must move on by as much.
+    /// Frames of uplink time that passed without a frame to send: stale frames dropped,
+    /// capture gaps. The session's RTP time must move on by as much.
     var onSkip: (Int) -> Void = { _ in }
-    var clock = UplinkClock()
+    /// Writes the provider's voice into the buffer (which holds 120 ms) and returns the
+    /// samples written; 0 when there is nothing to play (silence is played).
+    var onPlayout: (UnsafeMutableBufferPointer<Int16>) -> Int = { _ in 0 }
+    var clock: UplinkClock
     var uplinkTimer: EventLoop.TimerID?
     var source: EventLoop.SourceID?
     var started = false
+    var stopped = false
+    /// Why the `--output` recording is incomplete (the first write error, or the header
+    /// patch at close failing); nil while it is whole.
+    private(set) var incomplete: String?
 
-    init(loop: EventLoop, uplink: Uplink, downlink: Downlink, rate: Int, mute: MuteGate, meter: LevelMeter?) {
+    init(loop: EventLoop, duplex: DuplexAudio?, generator: FrameSource?, frameClock: FrameClock = .standard,
+         mute: MuteGate, meter: LevelMeter?, outputPath: String? = nil) {
         self.loop = loop
-        self.uplink = uplink
-        self.downlink = downlink
-        self.rate = rate
-        frameSamples = rate / 50
+        self.duplex = duplex
+        self.generator = generator
+        self.frameClock = frameClock
+        rate = frameClock.sampleRate
+        frameSamples = frameClock.samples
         self.mute = mute
         self.meter = meter
-        frame = [Int16](repeating: 0, count: rate / 50)
+        self.outputPath = outputPath
+        frame = [Int16](repeating: 0, count: frameClock.samples)
+        clock = UplinkClock(frameDuration: frameClock.duration)
     }
 
-    /// Builds the capture side from config: the device (or `input` file, paced in real
-    /// time as a microphone would deliver it), the hook chain, the mute gate last.
-    static func capture(config: Config, loop: EventLoop) throws(CLIFailure) -> (Uplink, MuteGate, LevelMeter) {
-        let hooks = try AudioSetup(config: config)
-        var request = PCMRequest()
-        request.channels = hooks.channel.map { $0 + 1 } ?? 1
-        let input: CaptureInput = config.input.map { .file($0, paced: true, loop: config.loopInput) } ?? .device(config.capture, request)
-        // (capture = none is handled by the caller: a silent generator.)
-        let notify = try wrap { () throws(SystemError) in try EventFD() }
-        let box = PipelineBox()
-        let thread: CaptureThread<PipelineBox>
-        do throws(DeviceError) { thread = try CaptureThread(input: input, sink: box) } catch {
-            let what = config.input.map { "--input '\($0)'" } ?? "capture device '\(config.capture)'"
-            throw CLIFailure(error.isMissing ? .unavailable : .dataError, "\(what): \(error)")
+    /// Builds both ends from config: the microphone (the device, or `input` paced in real
+    /// time as a microphone would deliver it, through the hook chain, the mute gate
+    /// last), or `generator` / silence in its place; and the speaker (the device, the
+    /// `output` file, or nothing), all in one duplex pipeline.
+    static func open(config: Config, loop: EventLoop, generator: FrameSource? = nil) throws(CLIFailure) -> AudioIO {
+        let frameClock: FrameClock
+        do throws(MediaError) { frameClock = try FrameClock(milliseconds: config.frameMS, sampleRate: config.rate) } catch {
+            throw CLIFailure(.config, error.description)
         }
-        let pipeline: CapturePipeline
-        do throws(AudioError) {
-            pipeline = try CapturePipeline(device: thread.format, rate: hooks.rate, channel: hooks.channel, chain: hooks.chain, notify: notify)
+        guard let rate = SampleRate(rawValue: config.rate) else { throw CLIFailure(.config, "rate must be 16000, 24000 or 48000") }
+        var stand = generator
+        var capture: CaptureInput? = nil
+        var hooks: AudioSetup? = nil
+        if stand == nil {
+            if config.input == nil && config.capture == "none" {
+                stand = SilenceSource()
+            } else {
+                let h = try AudioSetup(config: config)
+                var request = PCMRequest()
+                request.channels = h.channel.map { $0 + 1 } ?? 1
+                capture = config.input.map { .file($0, paced: true, loop: config.loopInput) } ?? .device(config.capture, request)
+                hooks = h
+            }
+        }
+        let file = DeviceFormat(sampleFormat: .s16LE, sampleRate: config.rate, channels: 1, periodFrames: config.rate / 100)
+        let playback: PlaybackOutput
+        if let output = config.output {
+            playback = .file(output, format: file, paced: true)
+        } else if config.playback == "none" {
+            // Nobody listens: 20 ms periods, half the wake-ups of a device's 10 ms.
+            var none = file
+            none.periodFrames = config.rate / 50
+            playback = .discard(none)
+        } else {
+            var request = PCMRequest()
+            request.acceptedRates = [config.rate, 48_000, 24_000, 16_000]
+            playback = .device(config.playback, request)
+        }
+        var duplexConfig = DuplexConfiguration(rate: rate, capture: capture, channel: hooks?.channel, playback: playback)
+        // One downlink frame beyond a period, so a loop that is a period late still finds
+        // audio queued.
+        duplexConfig.playoutTarget = .milliseconds(Int64(max(30, frameClock.milliseconds + 10)))
+        let duplex: DuplexAudio
+        do throws(DuplexError) {
+            duplex = try DuplexAudio(duplexConfig, captureChain: hooks?.chain ?? HookChain())
+            // The echo canceller's reference: what this pipeline's speaker plays.
+            hooks?.liveReference?.source = duplex.reference
         } catch {
-            throw CLIFailure(.config, "capture: \(error)")
+            switch error {
+            case .capture(let e):
+                if case .pipeline = e { throw CLIFailure(.config, "capture: \(e)") }
+                let what = config.input.map { "--input '\($0)'" } ?? "capture device '\(config.capture)'"
+                throw CLIFailure(e.isMissing ? .unavailable : .dataError, "\(what): \(e)")
+            case .playback(let e):
+                if case .pipeline = e { throw CLIFailure(.config, "playback: \(e)") }
+                if config.output != nil { throw CLIFailure(.config, "--output \(e)") }
+                throw CLIFailure(e.isMissing ? .unavailable : .config, "playback device '\(config.playback)': \(e)")
+            }
         }
-        box.pipeline = pipeline
-        return (.capture(thread, pipeline, notify), hooks.mute, hooks.meter)
-    }
-
-    static func playback(config: Config) throws(CLIFailure) -> Downlink {
-        if let output = config.output { return .file(try WAVFrameSink(path: output, rate: config.rate)) }
-        let name = config.playback
-        if name == "none" { return .none }
-        var request = PCMRequest()
-        request.acceptedRates = [config.rate, 48_000, 24_000, 16_000]
-        let box = PlaybackBox()
-        let thread: PlaybackThread<PlaybackBox>
-        do throws(DeviceError) { thread = try PlaybackThread(output: .device(name, request), source: box) } catch {
-            throw CLIFailure(error.isMissing ? .unavailable : .config, "playback device '\(name)': \(error)")
-        }
-        let pipeline: PlaybackPipeline
-        do throws(AudioError) {
-            guard let r = SampleRate(rawValue: config.rate) else { throw AudioError.unsupportedSampleRate(config.rate) }
-            pipeline = try PlaybackPipeline(rate: r, deviceRate: thread.format.sampleRate, maxPeriodFrames: thread.format.periodFrames)
-        } catch {
-            throw CLIFailure(.config, "playback: \(error)")
-        }
-        box.pipeline = pipeline
-        return .playback(thread, pipeline)
+        return AudioIO(loop: loop, duplex: duplex, generator: stand, frameClock: frameClock,
+                       mute: hooks?.mute ?? MuteGate(), meter: hooks?.meter, outputPath: config.output)
     }
 
     func start() throws(CLIFailure) {
         guard !started else { return }
         started = true
-        switch uplink {
-        case .capture(let thread, let pipeline, let notify):
-            source = loop.watch(fd: notify.fd) { _ in
-                notify.drain()
-                self.drain(pipeline)
+        if let duplex {
+            if let pipeline = duplex.capturePipeline {
+                let notify = duplex.captureNotify
+                source = loop.watch(fd: notify.fd) { _ in
+                    _ = notify.drain()
+                    self.drain(pipeline)
+                }
             }
-            do throws(DeviceError) { try thread.start() } catch { throw CLIFailure(.unavailable, error.description) }
-            if !thread.realtime { Log.info("real-time scheduling not permitted (no CAP_SYS_NICE or LimitRTPRIO): audio threads run at normal priority") }
-        case .generated(let generator):
-            tick(generator, at: loop.now)
+            duplex.attach(to: loop, frameSamples: frameSamples, uplink: nil) { out in self.playout(out) }
+            do throws(DeviceError) { try duplex.start() } catch { throw CLIFailure(.unavailable, error.description) }
+            if duplex.capture != nil && !duplex.realtime {
+                Log.info("real-time scheduling not permitted (no CAP_SYS_NICE or LimitRTPRIO): audio threads run at normal priority")
+            }
         }
-        if case .playback(let thread, _) = downlink {
-            do throws(DeviceError) { try thread.start() } catch { throw CLIFailure(.unavailable, error.description) }
-        }
+        if let generator { tick(generator, at: loop.now) }
     }
 
-    /// Every whole 20 ms frame waiting in the capture ring, each sent or dropped by its
+    /// Every whole media frame waiting in the capture ring, each sent or dropped by its
     /// capture time.
     func drain(_ pipeline: CapturePipeline) {
         while true {
@@ -151,56 +186,82 @@ final class AudioIO {
                 if self.mute.isMuted { for i in 0..<self.frame.count { self.frame[i] = 0 } }
                 self.deliver(captureTime: due)
             }
-            self.tick(generator, at: due + .milliseconds(20))
+            self.tick(generator, at: due + self.frameClock.duration)
         }
     }
 
-    /// One 20 ms frame of the provider's voice (nil: nothing to play this time).
-    func play(_ samples: [Int16]?) {
-        switch downlink {
-        case .none: break
-        case .file(let sink):
-            sink.play(samples ?? [Int16](repeating: 0, count: frameSamples))
-        case .playback(_, let pipeline):
-            // The ring absorbs the difference between the loop's 20 ms and the
-            // device's clock; when it is full the oldest audio is what is lost.
-            if let samples { _ = samples.withUnsafeBufferPointer { pipeline.ring.push($0) } }
-        }
+    /// The playback thread consumed a period: the next stretch of the provider's voice.
+    func playout(_ out: UnsafeMutableBufferPointer<Int16>) -> Int {
+        noteOutputFailure()
+        return onPlayout(out)
     }
+
+    /// A failing `--output` (a full disk, `EFBIG` past `LimitFSIZE=`) loses the rest of
+    /// the recording, not the call: said once, with the path and the reason; the call
+    /// goes on, and `finalStatus` makes the command end with 74 (EX_IOERR) so a script
+    /// knows the file is short.
+    func noteOutputFailure() {
+        guard incomplete == nil, let duplex, let path = outputPath, duplex.playback.fileFailedNow else { return }
+        // The thread writes nothing more once it has failed: its figures are final.
+        let reason = duplex.playback.fileFailure.map(AudioIO.reasonText) ?? "write error"
+        let at = tenths(duplex.playback.fileSeconds)
+        incomplete = "\(reason) after \(at) s"
+        Log.error("--output '\(path)': \(reason); the recording stops at \(at) s, the call goes on")
+    }
+
+    static func reasonText(_ e: FileError) -> String {
+        if case .system(_, let s) = e { return SystemError.message(s.code) }
+        return e.description
+    }
+
+    /// After `stop`: logs why the recording is incomplete and returns 74, or `status`
+    /// when it is whole (a failure status already set wins).
+    func finalStatus(_ status: ExitStatus) -> ExitStatus {
+        guard let incomplete, let path = outputPath else { return status }
+        Log.error("the recording '\(path)' is incomplete: \(incomplete)")
+        return status == .ok ? .ioError : status
+    }
+
+    /// Barge-in: drops what waits for the speaker, in the ring and in the device, at
+    /// once (the playback thread's next period). The caller stops the downlink itself.
+    func flushPlayback() { duplex?.flushPlayback() }
+
+    /// What the speaker played, aligned to each capture frame, for capture hooks (echo
+    /// cancellation) added to the chain once the pipeline is built.
+    var reference: PlaybackReference? { duplex?.reference }
 
     /// Progress counters for the watchdog: nil for a side with no thread, or whose
     /// thread ended on purpose (a non-looping input file played out).
     var progress: PipelineProgress {
-        var c: Int? = nil, p: Int? = nil
-        if case .capture(let thread, _, _) = uplink, !thread.finished { c = Int(thread.counters.periods.load(ordering: .relaxed)) }
-        if case .playback(let thread, _) = downlink { p = Int(thread.counters.periods.load(ordering: .relaxed)) }
-        return PipelineProgress(captureFrames: c, playbackFrames: p)
+        guard let duplex else { return PipelineProgress(captureFrames: nil, playbackFrames: nil) }
+        let p = duplex.progress
+        return PipelineProgress(captureFrames: p.capture, playbackFrames: p.playback)
     }
 
-    /// Overruns and underruns: the device's, plus the rings' (a capture frame the loop had
+    /// Overruns and underruns: the devices', plus the rings' (a capture frame the loop had
     /// no room for, a playback period the ring could not fill).
-    var xruns: (capture: Int, playback: Int) {
-        var c = 0, p = 0
-        if case .capture(let thread, let pipeline, _) = uplink {
-            c = Int(thread.counters.xruns.load(ordering: .relaxed)) + Int(pipeline.overflows.xruns.load(ordering: .relaxed))
-        }
-        if case .playback(let thread, let pipeline) = downlink {
-            p = Int(thread.counters.xruns.load(ordering: .relaxed)) + Int(pipeline.underruns.xruns.load(ordering: .relaxed))
-        }
-        return (c, p)
-    }
+    var xruns: (capture: Int, playback: Int) { duplex?.xruns ?? (0, 0) }
 
     func stop() {
+        guard !stopped else { return }
+        stopped = true
         if let uplinkTimer { loop.cancel(uplinkTimer) }
         uplinkTimer = nil
         if let source { loop.unwatch(source) }
         source = nil
-        if case .capture(let thread, _, _) = uplink { thread.stop() }
-        switch downlink {
-        case .none: break
-        case .file(let sink): sink.close()
-        case .playback(let thread, _):
-            do throws(DeviceError) { try thread.finish() } catch { Log.warning(error.description) }
+        guard let duplex else { return }
+        noteOutputFailure()
+        do throws(DeviceError) { try duplex.finish() } catch {
+            if outputPath != nil {
+                if incomplete == nil {
+                    let reason: String
+                    if case .file(let f) = error { reason = AudioIO.reasonText(f) } else { reason = error.description }
+                    incomplete = "its header could not be written (\(reason))"
+                }
+            } else {
+                Log.warning(error.description)
+            }
         }
+        noteOutputFailure()
     }
 }

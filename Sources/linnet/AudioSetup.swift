@@ -14,6 +14,8 @@ struct AudioSetup {
     let complexity: Int32
     let fec: Bool
     let dtx: Bool
+    /// `frame-ms`: the media frame (10 or 20 ms), as the call's Opus and RTP use it.
+    let frameMilliseconds: Int
     let chain = HookChain()
     let meter = LevelMeter()
     let mute = MuteGate()
@@ -22,6 +24,8 @@ struct AudioSetup {
     /// With `noise-suppress-db` or `voice-flag`: speexdsp's preprocessor.
     let preprocessor: SpeexPreprocessor?
     let voiceFlag: Bool
+    /// With `aec` and no reference given: set its `source` to the duplex pipeline's.
+    let liveReference: LiveReference?
 
     /// The chain, in this order: echo cancellation, the speexdsp preprocessor (residual
     /// echo and noise suppression, voice flag), DC removal (high-pass), gain, AGC, noise gate, limiter, level meter, and the mute
@@ -29,8 +33,8 @@ struct AudioSetup {
     /// (gain 0 dB, high-pass 0) is left out. The canceller comes first because it needs
     /// a linear echo path: AGC, gate and limiter change their gain with the signal.
     ///
-    /// - reference: the playback reference for `aec`; nil where the caller has none
-    ///   (then `aec` is refused with a message saying where it works).
+    /// - reference: the playback reference for `aec` (offline: the speaker's file); nil:
+    ///   `liveReference`, which the caller points at its duplex pipeline's reference.
     init(config: Config, reference: (any EchoReference)? = nil) throws(CLIFailure) {
         guard let r = SampleRate(rawValue: config.rate) else { throw CLIFailure(.config, "rate must be 16000, 24000 or 48000") }
         rate = r
@@ -39,10 +43,12 @@ struct AudioSetup {
         complexity = Int32(config.complexity)
         fec = config.fec
         dtx = config.dtx
-        if config.aec && reference == nil {
-            throw CLIFailure(.config, "aec: echo cancellation needs the playback as reference, which live capture does not provide yet; offline it works: linnet audio --input MIC.wav --reference SPEAKER.wav --aec --output OUT.wav")
-        }
+        // Live, the reference is the duplex pipeline's (set once it is built).
+        let live: LiveReference? = config.aec && reference == nil ? LiveReference() : nil
+        liveReference = live
+        let reference = reference ?? live
         voiceFlag = config.voiceFlag
+        frameMilliseconds = config.frameMS
         do throws(AudioError) {
             if config.aec, let reference {
                 let c = try EchoCanceller(rate: r, filterMilliseconds: config.aecFilterMS, reference: reference)

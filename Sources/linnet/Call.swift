@@ -72,7 +72,9 @@ final class Call {
                 try socket.receive(into: raw)
             }
             guard let (n, from) = got ?? nil else { return }
-            peer.handleInput(Array(receiveBuffer[0..<n]), from: from, local: socket.localAddress, now: loop.now)
+            // Borrowed, not copied: SRTP is decrypted in place in this buffer.
+            let local = socket.localAddress, now = loop.now
+            receiveBuffer.withUnsafeMutableBytes { peer.handleInput(UnsafeMutableRawBufferPointer(rebasing: $0[0..<n]), from: from, local: local, now: now) }
             pump()
         }
     }

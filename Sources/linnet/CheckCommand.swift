@@ -83,10 +83,6 @@ enum CheckCommand {
             line("playback", result)
             playbackCard = card
         }
-        if config.aec {
-            // As run: AudioSetup refuses aec without a playback reference.
-            line("aec", .failure(CLIFailure(.config, "run has no playback reference for echo cancellation yet (offline: linnet audio --reference); leave aec off, duplex = half keeps voice mode from interrupting itself")))
-        }
         // Echo cancellation compares the two streams sample by sample: on one card they
         // run on one clock; on two, their clocks drift apart and the canceller does not
         // follow the drift (its tests: ERLE 2–3 dB at ±100 ppm).

@@ -12,6 +12,7 @@ import Agent
 import Settings
 import Audio
 import Devices
+import Media
 
 enum RunCommand {
     static func run(_ args: [String]) -> ExitStatus {
@@ -122,20 +123,7 @@ enum RunCommand {
                                         only: config.interfaces.isEmpty ? nil : config.interfaces)
         guard !addresses.isEmpty else { throw CLIFailure(.unavailable, "no usable network address to gather candidates on (is the network up?)") }
 
-        let uplink: AudioIO.Uplink
-        let mute: MuteGate
-        var meter: LevelMeter? = nil
-        if config.input == nil && config.capture == "none" {
-            uplink = .generated(SilenceSource())
-            mute = MuteGate()
-        } else {
-            let (u, m, l) = try AudioIO.capture(config: config, loop: loop)
-            uplink = u
-            mute = m
-            meter = l
-        }
-        let downlink = try AudioIO.playback(config: config)
-        let audio = AudioIO(loop: loop, uplink: uplink, downlink: downlink, rate: config.rate, mute: mute, meter: meter)
+        let audio = try AudioIO.open(config: config, loop: loop)
 
         // One client for the whole run: the CA bundle is parsed once, on the first https
         // request; a CA file that cannot be used is an error now, not at the first call.
@@ -154,7 +142,8 @@ enum RunCommand {
         }
         let core = AgentCore(settings: Runtime.settings(config: config, route: route, token: token, stun: stun, sendOnOpen: sendOnOpen),
                              identity: identity, crypto: crypto, seed: try randomSeed(crypto))
-        let media = MediaSettings(rate: config.rate, bitrate: Int32(config.bitrate), complexity: Int32(config.complexity), fec: config.fec, dtx: config.dtx)
+        let media = MediaSettings(rate: config.rate, frameMilliseconds: audio.frameClock.milliseconds, bitrate: Int32(config.bitrate),
+                                  complexity: Int32(config.complexity), fec: config.fec, dtx: config.dtx)
         let runner = Runtime(loop: loop, core: core, parts: RuntimeParts(addresses: addresses, http: client, media: media), audio: audio)
         if let path = config.events { runner.events = try EventLog(path: path, start: loop.now, label: config.eventsLabel) }
         runner.notifier = SystemdNotifier()
@@ -186,7 +175,7 @@ enum RunCommand {
         try runner.start()
         try wrap { () throws(SystemError) in try loop.run() }
         terminal?.restore()
-        if case .file(let sink) = audio.downlink { exit = sink.finalStatus(exit) }
+        exit = audio.finalStatus(exit)
         return exit
     }
 
@@ -264,7 +253,7 @@ enum RunCommand {
     }
 }
 
-/// Silence at 48 kHz when no microphone is configured (`capture = none`).
+/// Silence when no microphone is configured (`capture = none`).
 final class SilenceSource: FrameSource {
     func nextFrame(into frame: inout [Int16]) -> Bool {
         for i in 0..<frame.count { frame[i] = 0 }

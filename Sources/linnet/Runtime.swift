@@ -16,23 +16,7 @@ import Settings
 import Devices
 import Codec
 import Audio
-
-/// The media of one call: linnet's MediaPath (Opus and the jitter buffer) as the core
-/// sees it.
-extension MediaPath: CallMedia {
-    func encode(_ frame: UnsafeBufferPointer<Int16>) -> (packet: [UInt8]?, samples: UInt32) {
-        (encode(Array(frame)), 960)
-    }
-
-    var counters: MediaCounters {
-        var c = MediaCounters()
-        c.framesDecoded = stats.framesDecoded
-        c.concealed = stats.concealed
-        c.fecRecovered = stats.fecRecovered
-        c.bytesSent = bytesSent
-        return c
-    }
-}
+import Media
 
 /// What the runtime needs besides the core.
 struct RuntimeParts {
@@ -61,7 +45,6 @@ final class Runtime {
     var notifier: SystemdNotifier?
     var statusPath: String?
     var timer: DeadlineTimer!
-    var playoutTimer: EventLoop.TimerID?
     var watchdog: WatchdogDriver?
     var button: ButtonInput?
     var lights: Lights?
@@ -133,11 +116,12 @@ final class Runtime {
             self.drive()
         }
         audio.onSkip = { frames in
-            self.core.skipUplink(samples: UInt32(truncatingIfNeeded: min(frames, 1 << 20) * 960), now: self.loop.now)
+            self.core.skipUplink(samples: UInt32(truncatingIfNeeded: min(frames, 1 << 20) * Int(self.audio.frameClock.rtpTicks)), now: self.loop.now)
             self.drive()
         }
+        // Playout is pulled by the speaker's clock (Devices' DuplexAudio), not a timer.
+        audio.onPlayout = { out in self.activeMedia?.playout(now: self.loop.now, into: out) ?? 0 }
         try audio.start()
-        tickPlayout(at: loop.now + .milliseconds(20))
         if let lights {
             lights.state = { self.lightState() }
             lights.start()
@@ -278,18 +262,13 @@ final class Runtime {
                 try socket.receive(into: raw)
             }
             guard let (n, from) = got ?? nil else { break }
-            core.handleDatagram(session: id, Array(receiveBuffer[0..<n]), from: from, local: socket.localAddress, now: loop.now)
+            // Borrowed, not copied: SRTP is decrypted in place in this buffer.
+            let local = socket.localAddress, now = loop.now
+            receiveBuffer.withUnsafeMutableBytes {
+                core.handleDatagram(session: id, UnsafeMutableRawBufferPointer(rebasing: $0[0..<n]), from: from, local: local, now: now)
+            }
         }
         drive()
-    }
-
-    // MARK: Audio out
-
-    func tickPlayout(at deadline: Instant) {
-        playoutTimer = loop.schedule(at: deadline) {
-            self.audio.play(self.activeMedia?.playout(now: self.loop.now))
-            self.tickPlayout(at: deadline + .milliseconds(20))
-        }
     }
 
     // MARK: Files
@@ -310,7 +289,6 @@ final class Runtime {
     func finish(_ status: ExitStatus) {
         guard !stopped else { return }
         stopped = true
-        if let t = playoutTimer { loop.cancel(t) }
         timer.cancel()
         watchdog?.stop()
         button?.close()

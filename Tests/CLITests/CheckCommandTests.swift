@@ -98,13 +98,13 @@ import Glibc
     }
 }
 
-/// `check` with echo cancellation asked for: it says run cannot do it live yet, and on
-/// devices with no sound card under them (null) it claims no shared clock.
+/// `check` with echo cancellation asked for, on devices with no sound card under them
+/// (null): it claims no shared clock, and finds nothing wrong with aec itself. (The
+/// same-card line needs a real card; this machine has none.)
 @Suite struct CheckEchoTests {
-    @Test func aecIsReported() throws {
+    @Test func noCardNoClockLine() throws {
         let r = try Linnet.run(["check", "--whip", "http://127.0.0.1:9/whip", "--capture", "null", "--playback", "null", "--aec"])
-        #expect(r.status != 0)
-        #expect(r.out.contains("aec: FAILED") && r.out.contains("duplex = half"), "\(r.out)")
-        #expect(!r.out.contains("clock:"), "\(r.out)")
+        #expect(r.out.contains("capture: ok") && r.out.contains("playback: ok"), "\(r.out)")
+        #expect(!r.out.contains("clock:") && !r.out.contains("aec"), "\(r.out)")
     }
 }
