@@ -28,6 +28,9 @@ let package = Package(
         // mbedtls 2.28 has no pkg-config file: the module map links it by name.
         cLibrary("CMbedTLS", apt: "libmbedtls-dev"),
         cLibrary("CGPIOD", pkgConfig: "libgpiod", apt: "libgpiod-dev"),
+        // Echo cancellation, noise suppression (the release build links the fixed-point
+        // library scripts/build-speexdsp.sh makes).
+        cLibrary("CSpeexDSP", pkgConfig: "speexdsp", apt: "libspeexdsp-dev"),
 
         // Pure modules: no I/O, no clock; time comes in as an argument.
         .target(name: "Wire"),
@@ -39,7 +42,7 @@ let package = Package(
         .target(name: "RTP", dependencies: ["Wire"]),
         .target(name: "SCTP", dependencies: ["Wire"]),
         .target(name: "Peer", dependencies: ["Wire", "SDP", "ICE", "DTLS", "SRTP", "RTP", "SCTP"]),
-        .target(name: "Audio", dependencies: ["Wire"]),
+        .target(name: "Audio", dependencies: ["Wire", "CSpeexDSP"]),
         .target(name: "Codec", dependencies: ["COpus"]),
         .target(name: "Media", dependencies: ["Wire", "Codec", "RTP"]),
         // The DRBG is DTLS's (one class for TLS and DTLS).

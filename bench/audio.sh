@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Audio figures, one `BENCH <name> <value> <unit>` line each (docs: CLI.md):
-#   - instructions per 10 ms 48 kHz mono frame of every built-in hook, of the full
-#     chain (default_chain: high-pass at 20 Hz, AGC, noise gate, limiter, meter, run
+#   - instructions per 10 ms 48 kHz mono frame of every built-in hook (echo canceller and
+#     noise suppression too, with the canceller's ERLE on the tests' simulation), of the
+#     full chain (default_chain: high-pass at 20 Hz, AGC, noise gate, limiter, meter, run
 #     through HookChain) and of the chain `linnet run` builds from the Settings defaults
 #     (product_chain: high-pass at 80 Hz, limiter, meter, mute gate);
 #   - instructions per 20 ms frame of Opus encode and decode as the product configures
@@ -35,13 +36,30 @@ collected() {
     "$bench" "$1" "$2" 2>&1 >/dev/null | sed -n 's/.*Collected : \([0-9]*\).*/\1/p'
 }
 
-kernels=${KERNELS:-hpf hpf80 gain agc gate limiter meter mute chain product_chain opus}
+kernels=${KERNELS:-hpf hpf80 gain agc gate limiter meter mute chain product_chain aec ns opus}
 for pair in hpf:highpass hpf80:highpass_80hz gain:gain agc:agc gate:noise_gate limiter:limiter meter:level_meter \
             mute:mute_gate chain:default_chain product_chain:product_chain; do
   kernel=${pair%%:*}; name=${pair#*:}
   [[ " $kernels " == *" $kernel "* ]] || continue
   echo "BENCH audio_${name}_instructions_per_frame$suffix $(instructions "$kernel" 100 300) instructions"
 done
+# speexdsp: Debian's floating-point build in full mode, the release build's fixed-point
+# one in embedded mode (bench/build.sh). The canceller at 48 kHz with its default 250 ms
+# filter and the delay search; noise suppression at 15 dB. ERLE: the tests' echo-path
+# simulation (RT60 0.2 s, 120 ms, −6 dB), far-end-only speech 8–12 s (after convergence).
+if [[ " $kernels " == *" aec "* ]]; then
+  echo "BENCH aec_instructions_per_frame$suffix $(instructions aec 100 300) instructions"
+  # The same with a fixed delay: speexdsp's MDF alone, without Linnet's delay search.
+  echo "BENCH aec_mdf_instructions_per_frame$suffix $(instructions aec_mdf 100 300) instructions"
+  # aec_res: with the residual echo suppressor behind it (aec-suppress-db = 40, the default).
+  for k in aec_erle:aec_erle_db aec_erle_16k:aec_erle_16k_db aec_res_erle:aec_res_erle_db; do
+    tenths=$("$bench" "${k%%:*}" 0 | sed -n 's/^erle_tenths //p')
+    echo "BENCH ${k#*:}$suffix $(awk -v t="$tenths" 'BEGIN { printf "%.1f", t / 10 }') dB"
+  done
+fi
+if [[ " $kernels " == *" ns "* ]]; then
+  echo "BENCH ns_instructions_per_frame$suffix $(instructions ns 100 300) instructions"
+fi
 # libopus is the same C library in both modes (Debian's -O2 build), so it is counted once.
 if [ "$mode" = full ] && [[ " $kernels " == *" opus "* ]]; then
   echo "BENCH opus_encode_instructions_per_frame $(instructions opus_encode 50 100) instructions"

@@ -25,7 +25,14 @@ esac
 mkdir -p "$out/CAllocCounter"
 printf 'module CAllocCounter {\n    header "%s"\n    export *\n}\n' \
   "$top/Tests/CAllocCounter/include/CAllocCounter.h" > "$out/CAllocCounter/module.modulemap"
-common=(-wmo -parse-as-library -swift-version 6 -I "$out" -I Sources/COpus -I Sources/CSystem
+# speexdsp: Debian's (floating point) for full, the release build's fixed-point library
+# (scripts/build-speexdsp.sh) for embedded, so each mode measures what it ships.
+speex=()
+if [ "$mode" = embedded ]; then
+  scripts/build-speexdsp.sh host >/dev/null
+  speex=(-Xcc -I -Xcc "$top/build/third_party/host/include")
+fi
+common=(-wmo -parse-as-library -swift-version 6 -I "$out" -I Sources/COpus -I Sources/CSystem -I Sources/CSpeexDSP "${speex[@]}"
         -I "$out/CAllocCounter" "${flags[@]}")
 
 rm -f "$out"/*.o
@@ -36,12 +43,13 @@ for m in Wire Audio Codec; do
 done
 # The malloc-family interposer of the allocation tests, for the capture_allocations kernel.
 gcc -O2 -c Tests/CAllocCounter/CAllocCounter.c -I Tests/CAllocCounter/include -o "$out/CAllocCounter.o"
-"$swiftc" "${common[@]}" -module-name LinnetBench -c bench/LinnetBench/*.swift -o "$out/LinnetBench.o"
+# The echo-path simulation is the tests' own (pure Swift, no Foundation).
+"$swiftc" "${common[@]}" -module-name LinnetBench -c bench/LinnetBench/*.swift Tests/AudioTests/EchoSimulation.swift -o "$out/LinnetBench.o"
 
 if [ "$mode" = full ]; then
-  "$swiftc" -o "$out/linnet-bench" "$out"/*.o -lopus -lm
+  "$swiftc" -o "$out/linnet-bench" "$out"/*.o -lopus -lspeexdsp -lm
 else
-  gcc -o "$out/linnet-bench" "$out"/*.o /usr/lib/x86_64-linux-gnu/libopus.a -lm \
+  gcc -o "$out/linnet-bench" "$out"/*.o /usr/lib/x86_64-linux-gnu/libopus.a "$top/build/third_party/host/lib/libspeexdsp.a" -lm \
     -L"$toolchain/lib/swift/embedded/x86_64-unknown-linux-gnu" -lswiftUnicodeDataTables
 fi
 echo "$out/linnet-bench"

@@ -56,6 +56,7 @@ for lib in libopus libgpiod; do
     "$objcopy" -R .eh_frame -R .rela.eh_frame "$libdir/$lib.a" "$srtp/lib/$lib.a"
   fi
 done
+scripts/build-speexdsp.sh "$arch"
 
 swiftc=$(command -v swiftc)
 toolchain=$(cd "$(dirname "$swiftc")/.." && pwd)
@@ -120,10 +121,11 @@ for line in "${modules[@]}"; do
     "${emit[@]}" -c "${files[@]}" -o "$out/obj/$name.o"
 done
 
-# Static C libraries first (libsrtp before mbedtls, whose AES and HMAC it uses),
+# Static C libraries first (libsrtp before mbedtls, whose AES and HMAC it uses; speexdsp
+# is the fixed-point build of scripts/build-speexdsp.sh),
 # ALSA dynamically: its plugins are loaded at run time and Debian ships no libasound.a.
 "$cc" -o "$out/linnet" "$out"/obj/*.o \
-  "$srtp/lib/libsrtp2.a" "$srtp/lib/libopus.a" "$srtp/lib/libgpiod.a" \
+  "$srtp/lib/libsrtp2.a" "$srtp/lib/libspeexdsp.a" "$srtp/lib/libopus.a" "$srtp/lib/libgpiod.a" \
   "$srtp/lib/libmbedtls.a" "$srtp/lib/libmbedx509.a" "$srtp/lib/libmbedcrypto.a" \
   -lasound -lm -L"$embedded_lib" -lswiftUnicodeDataTables \
   -Wl,--gc-sections -Wl,--as-needed "${ldflags[@]}" -Wl,-Map="$out/linnet.map"

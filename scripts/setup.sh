@@ -14,7 +14,7 @@ say() { echo "setup: $*" >&2; }
 
 packages=(
   # C libraries, host (full-Swift build and tests)
-  libasound2-dev libopus-dev libsrtp2-dev libmbedtls-dev libgpiod-dev
+  libasound2-dev libopus-dev libsrtp2-dev libmbedtls-dev libgpiod-dev libspeexdsp-dev
   # the cross toolchain and its C library: gcc-aarch64-linux-gnu only *recommends*
   # libc6-dev-arm64-cross, whose /usr/aarch64-linux-gnu holds the headers, crt files
   # and loader the arm64 build, link and qemu runs use
@@ -35,7 +35,8 @@ packages=(
 # What is missing, found without root.
 need_arch=0
 dpkg --print-foreign-architectures | grep -qx arm64 || need_arch=1
-# libsrtp is rebuilt from Debian's source package against mbedtls (see README), which
+# libsrtp is rebuilt from Debian's source package against mbedtls (see README), and
+# speexdsp in fixed point (scripts/build-speexdsp.sh), which
 # needs a deb-src entry and its package lists.
 src=/etc/apt/sources.list.d/linnet-src.sources
 need_src=0

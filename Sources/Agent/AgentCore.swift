@@ -129,6 +129,12 @@ public struct AgentSettings: Sendable {
     public var statsInterval: Duration?
     /// Push-to-talk (the button talks) or voice detection (the button mutes).
     public var pushToTalk: Bool
+    /// Voice mode without echo cancellation (`duplex = half`): while the assistant
+    /// speaks, the microphone's gate closes and silence is sent, so its own voice coming
+    /// back through the microphone never reaches the provider as the user's. (Chosen
+    /// over `interrupt_response: false`, which would still let the provider transcribe
+    /// the echo as a user turn and answer it once the response ends.)
+    public var halfDuplex = false
     public var turnDetectionName: String
     /// The events-channel conversation (OpenAI Realtime), when the route speaks it.
     public var realtime: RealtimeSettings
@@ -246,6 +252,8 @@ public final class AgentCore {
     public private(set) var assistantSpeaking = false
 
     public private(set) var muted: Bool
+    /// What the mute gate was last told: muted, or held shut by half duplex.
+    var gateClosed = false
     var talking = false
     public private(set) var stopping = false
     var stopped = false
@@ -282,6 +290,7 @@ public final class AgentCore {
     public func start(now: Instant) {
         self.now = now
         stateSince = now
+        gateClosed = muted
         emit(.mute(muted))
         if let summary = attemptLimit.summary { log(.info, summary) }
         if let interval = settings.statsInterval { nextStats = now + interval }
@@ -330,7 +339,14 @@ public final class AgentCore {
     public func uplink(_ frame: UnsafeBufferPointer<Int16>, now: Instant) {
         self.now = now
         guard let s = activeSession, s.wasConnected, !s.closing, let media = s.media else { return }
-        s.sendAudio(frame, media: media)
+        if halfDuplexHolds {
+            // The gate ramps the device's audio down; what is sent is silence even for
+            // frames captured before it closed.
+            if silence.count != frame.count { silence = [Int16](repeating: 0, count: frame.count) }
+            silence.withUnsafeBufferPointer { s.sendAudio($0, media: media) }
+        } else {
+            s.sendAudio(frame, media: media)
+        }
         conversation.audioSent(milliseconds: Int(media.frameTicks / 48))
         drainConversation()
     }
@@ -658,6 +674,7 @@ public final class AgentCore {
             log(.info, e.description)
         case .speaking(let on):
             assistantSpeaking = on
+            updateGate()
             log(.debug, e.description)
         case .sessionReady, .userSpeech:
             log(.debug, e.description)
@@ -675,8 +692,20 @@ public final class AgentCore {
     func setMuted(_ on: Bool) {
         guard muted != on else { return }
         muted = on
-        emit(.mute(on))
+        updateGate()
     }
+
+    /// Half duplex in voice mode: the assistant is speaking, so the microphone is shut.
+    var halfDuplexHolds: Bool { settings.halfDuplex && !settings.pushToTalk && assistantSpeaking }
+
+    /// Tells the mute gate (`.mute`) when muted-or-held changes.
+    func updateGate() {
+        let closed = muted || halfDuplexHolds
+        guard closed != gateClosed else { return }
+        gateClosed = closed
+        emit(.mute(closed))
+    }
+    var silence: [Int16] = []
 
     func writeStatus() { emit(.status(statusSnapshot)) }
 

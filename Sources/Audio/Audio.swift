@@ -35,6 +35,8 @@ public enum AudioParameter: Sendable, Equatable {
     case slotCount
     case slotSamples
     case maxInputFrames
+    case filterMilliseconds
+    case suppressDB
 
     public var name: String {
         switch self {
@@ -53,6 +55,8 @@ public enum AudioParameter: Sendable, Equatable {
         case .slotCount: return "slot count"
         case .slotSamples: return "samples per slot"
         case .maxInputFrames: return "maximum input frames per call"
+        case .filterMilliseconds: return "echo filter length (ms)"
+        case .suppressDB: return "suppression (dB)"
         }
     }
 }

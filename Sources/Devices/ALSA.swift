@@ -182,6 +182,17 @@ public final class PCM: PCMDevice {
         self.stream = stream
     }
 
+    /// The sound card under the PCM (through plug, dmix, dsnoop…); nil where there is
+    /// none (null, file on null, a sound server). Two PCMs on one card share its clock.
+    public var card: Int? {
+        var info: OpaquePointer? = nil
+        guard snd_pcm_info_malloc(&info) == 0, let info else { return nil }
+        defer { snd_pcm_info_free(info) }
+        guard snd_pcm_info(handle, info) == 0 else { return nil }
+        let c = snd_pcm_info_get_card(info)
+        return c >= 0 ? Int(c) : nil
+    }
+
     static func openWithConfiguration(_ h: inout OpaquePointer?, device: String, stream: PCMStream, text: String) -> Int32 {
         var top: OpaquePointer? = nil
         var input: OpaquePointer? = nil

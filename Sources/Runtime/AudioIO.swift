@@ -123,6 +123,8 @@ public final class AudioIO {
         let duplex: DuplexAudio
         do throws(DuplexError) {
             duplex = try DuplexAudio(duplexConfig, captureChain: hooks?.chain ?? HookChain())
+            // The echo canceller's reference: what this pipeline's speaker plays.
+            hooks?.liveReference?.source = duplex.reference
         } catch {
             switch error {
             case .capture(let e):

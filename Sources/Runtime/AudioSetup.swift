@@ -19,11 +19,23 @@ public struct AudioSetup {
     public let chain = HookChain()
     public let meter = LevelMeter()
     let mute = MuteGate()
+    /// With `aec`: the echo canceller, first in the chain.
+    public let canceller: EchoCanceller?
+    /// With `noise-suppress-db` or `voice-flag`: speexdsp's preprocessor.
+    public let preprocessor: SpeexPreprocessor?
+    public let voiceFlag: Bool
+    /// With `aec` and no reference given: set its `source` to the duplex pipeline's.
+    public let liveReference: LiveReference?
 
-    /// The chain, in this order: DC removal (high-pass), gain, AGC, noise gate, limiter,
-    /// level meter, and the mute gate last (what push-to-talk drives). A hook whose key
-    /// leaves it doing nothing (gain 0 dB, high-pass 0) is left out.
-    public init(config: Config) throws(CLIFailure) {
+    /// The chain, in this order: echo cancellation, the speexdsp preprocessor (residual
+    /// echo and noise suppression, voice flag), DC removal (high-pass), gain, AGC, noise gate, limiter, level meter, and the mute
+    /// gate last (what push-to-talk drives). A hook whose key leaves it doing nothing
+    /// (gain 0 dB, high-pass 0) is left out. The canceller comes first because it needs
+    /// a linear echo path: AGC, gate and limiter change their gain with the signal.
+    ///
+    /// - reference: the playback reference for `aec` (offline: the speaker's file); nil:
+    ///   `liveReference`, which the caller points at its duplex pipeline's reference.
+    public init(config: Config, reference: (any EchoReference)? = nil) throws(CLIFailure) {
         guard let r = SampleRate(rawValue: config.rate) else { throw CLIFailure(.config, "rate must be 16000, 24000 or 48000") }
         rate = r
         if case .index(let k) = config.captureChannel { channel = k } else { channel = nil }
@@ -31,8 +43,31 @@ public struct AudioSetup {
         complexity = Int32(config.complexity)
         fec = config.fec
         dtx = config.dtx
+        // Live, the reference is the duplex pipeline's (set once it is built).
+        let live: LiveReference? = config.aec && reference == nil ? LiveReference() : nil
+        liveReference = live
+        let reference = reference ?? live
+        voiceFlag = config.voiceFlag
         frameMilliseconds = config.frameMS
         do throws(AudioError) {
+            if config.aec, let reference {
+                let c = try EchoCanceller(rate: r, filterMilliseconds: config.aecFilterMS, reference: reference)
+                try chain.add(c)
+                canceller = c
+            } else {
+                canceller = nil
+            }
+            // One speexdsp preprocessor for the residual echo suppressor, noise
+            // suppression and the voice flag, right behind the canceller: it reads the
+            // canceller's estimate of the echo left in this frame.
+            let echoSuppress = canceller != nil ? config.aecSuppressDB : 0
+            if echoSuppress > 0 || config.noiseSuppressDB > 0 || config.voiceFlag {
+                let p = try SpeexPreprocessor(rate: r, noiseSuppressDB: config.noiseSuppressDB, echoSuppressDB: echoSuppress, echo: canceller)
+                try chain.add(p)
+                preprocessor = p
+            } else {
+                preprocessor = nil
+            }
             if config.highPassHz > 0 { try chain.add(try HighPassFilter(cutoffHz: Double(config.highPassHz))) }
             if config.gainDB != 0 { try chain.add(try GainHook(gainDB: config.gainDB)) }
             if config.agc { try chain.add(try AutomaticGainControl(targetDBFS: config.agcTargetDBFS)) }

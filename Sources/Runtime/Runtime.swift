@@ -104,11 +104,13 @@ public final class Runtime {
         // buffer; RTP arrives behind the data channel, so 150 ms of sent audio keeps a
         // just-long-enough press from failing as `commit_empty`.
         realtime.minimumCommitMilliseconds = 150
-        return AgentSettings(route: route, token: token, policy: policy, maxAttempts: config.maxAttempts,
+        var settings = AgentSettings(route: route, token: token, policy: policy, maxAttempts: config.maxAttempts,
                              runFor: config.seconds > 0 ? .seconds(Int64(config.seconds)) : nil, eventsChannel: config.eventsChannel,
                              sendOnOpen: sendOnOpen, statsInterval: config.statsSeconds > 0 ? .seconds(Int64(config.statsSeconds)) : nil,
                              pushToTalk: config.effectiveTurnDetection == .ptt, turnDetectionName: config.effectiveTurnDetection.rawValue,
                              realtime: realtime, peer: peer)
+        settings.halfDuplex = config.effectiveDuplex == .half
+        return settings
     }
 
     // MARK: Start and stop

@@ -14,6 +14,16 @@ public enum TurnDetection: String, Sendable, Equatable, CaseIterable {
     case vad
 }
 
+/// Whether the microphone stays open while the assistant speaks.
+public enum Duplex: String, Sendable, Equatable, CaseIterable {
+    /// Open: the user can talk over the assistant (barge-in); safe only with echo
+    /// cancellation, or the assistant hears itself.
+    case full
+    /// Silence is sent while the assistant speaks (and for a short tail after), so its
+    /// own voice never comes back as the user's.
+    case half
+}
+
 /// What `linnet answer` sends back.
 public enum AnswerMode: String, Sendable, Equatable, CaseIterable {
     /// What it receives.
@@ -94,6 +104,8 @@ public struct Config: Sendable, Equatable {
     public var transcriptionModel: String? = nil
     /// Nil: `ptt` when a button is configured (and not `open`), else `vad`.
     public var turnDetection: TurnDetection? = nil
+    /// Nil: `full` with `aec`, else `half`.
+    public var duplex: Duplex? = nil
     public var maxSessionMinutes = 0
     public var maxSessionSeconds: Int? = nil
     public var eventsChannel = ""
@@ -120,6 +132,13 @@ public struct Config: Sendable, Equatable {
     public var noiseGateDBFS = 0.0
     public var limiter = false
     public var limiterDBFS = 0.0
+    public var aec = false
+    public var aecFilterMS = 0
+    public var aecSuppressDB = 0
+    public var noiseSuppressDB = 0
+    public var voiceFlag = false
+    /// `linnet audio`'s offline echo reference: what the speaker played.
+    public var reference: String? = nil
     public var bitrate = 0
     public var complexity = 0
     public var fec = false
@@ -169,6 +188,12 @@ public struct Config: Sendable, Equatable {
     public var effectiveTurnDetection: TurnDetection {
         if let turnDetection { return turnDetection }
         return ptt != nil && pttMode != .open ? .ptt : .vad
+    }
+
+    /// The duplex mode in effect: full only when echo cancellation is on, unless set.
+    public var effectiveDuplex: Duplex {
+        if let duplex { return duplex }
+        return aec ? .full : .half
     }
 
     /// `run`'s keys, as the config file, `LINNET_…` and `--…` spell them.

@@ -48,6 +48,10 @@ extension SettingsTable {
                   "the microphone from a WAV file instead of capture (paced in real time)") { $0.input = $1 },
         .optional("output", .path("FILE.wav"), .audioEnds, [.agent, .audio, .demo], also: [.demo: "linnet-demo.wav"],
                   "what would be played, to a WAV file instead of playback (exit 74 if it could not all be written)") { $0.output = $1 },
+        .optional("reference", .path("SPEAKER.wav"), .audioEnds, .audio,
+                  "with input, output and aec: what the speaker played, sample-aligned with input at the start (the echo delay is found)") {
+            $0.reference = $1
+        },
         .value("loop-input", .boolean, .audioEnds, [.agent, .audio], default: "false", "start input again at its end") { $0.loopInput = $1 },
 
         .optional("ptt", .gpioLine, .button, .agent,
@@ -78,6 +82,10 @@ extension SettingsTable {
         .optional("transcription-model", .word("NAME"), .session, .agent, "the model that transcribes the user") { $0.transcriptionModel = $1 },
         .optional("turn-detection", Parser<TurnDetection>.oneOf, .session, .agent,
                   "push-to-talk turns, or the provider's voice detection (default ptt with a button, else vad)") { $0.turnDetection = $1 },
+        .optional("duplex", Parser<Duplex>.oneOf, .session, .agent,
+                  "full: the microphone stays open while the assistant speaks (barge-in); half: silence is sent meanwhile (default full with aec, else half)") {
+            $0.duplex = $1
+        },
         .value("max-session-minutes", .whole(1...1440, "a whole number of minutes from 1 to 1440"), .session, .agent, default: "60",
                "the provider's session limit (the agent rolls over to a new session before it)") { $0.maxSessionMinutes = $1 },
         .optional("max-session-seconds", .whole(10...86_400, "a whole number of seconds from 10 to 86400"), .session, .agent,
@@ -108,6 +116,18 @@ extension SettingsTable {
                "the pipeline's sample rate (all Opus rates)") { $0.rate = $1 },
         .value("capture-channel", .captureChannel, .hooks, [.agent, .audio], default: "mix", aliases: [Alias("channel")],
                "the device channel that becomes the voice, 0 the left of a stereo HAT (mix: their average)") { $0.captureChannel = $1 },
+        .value("aec", .boolean, .hooks, [.agent, .audio], default: "false",
+               "acoustic echo cancellation (speexdsp MDF) against what the speaker plays; the echo delay is found") { $0.aec = $1 },
+        .value("aec-filter-ms", .whole(20...1000, "a whole number of milliseconds from 20 to 1000", metavar: "MS"), .hooks, [.agent, .audio],
+               default: "250", "the room tail the echo canceller models, after the delay") { $0.aecFilterMS = $1 },
+        .value("aec-suppress-db", .whole(0...60, "0 (off) or a whole number of dB from 1 to 60", metavar: "DB"), .hooks, [.agent, .audio],
+               default: "40", "with aec: the residual echo suppressor behind the canceller, its attenuation (0: off; adds 10 ms)") {
+            $0.aecSuppressDB = $1
+        },
+        .value("noise-suppress-db", .whole(0...60, "0 (off) or a whole number of dB from 1 to 60", metavar: "DB"), .hooks, [.agent, .audio],
+               default: "0", "noise suppression (speexdsp preprocessor): how far stationary noise is lowered (0: off)") { $0.noiseSuppressDB = $1 },
+        .value("voice-flag", .boolean, .hooks, [.agent, .audio], default: "false",
+               "a voice-activity flag from the speexdsp preprocessor (audio reports it)") { $0.voiceFlag = $1 },
         .value("high-pass-hz", .whole(0...1000, "0 (off) or a frequency from 20 to 1000 Hz", metavar: "HZ", valid: { $0 == 0 || $0 >= 20 }),
                .hooks, [.agent, .audio], default: "80", aliases: [Alias("no-high-pass", value: "0")],
                "DC and rumble removal, its corner (0: off)") { $0.highPassHz = $1 },

@@ -18,7 +18,19 @@ enum AudioCommand {
         do throws(CLIFailure) {
             // The file, LINNET_* and flags, as run reads them: the same hooks and codec.
             let config = try loadConfig(.audio, args).0
-            let hooks = try AudioSetup(config: config)
+            // The offline echo reference: what the speaker played, converted to the
+            // pipeline's rate and channel as the microphone is.
+            var reference: FileReference? = nil
+            if let path = config.reference {
+                guard config.aec else { throw CLIFailure(.usage, "audio: --reference is the echo canceller's: give --aec too") }
+                guard config.input != nil, config.output != nil else {
+                    throw CLIFailure(.usage, "audio: --reference works offline: give --input MIC.wav and --output OUT.wav too")
+                }
+                reference = try FileReference(path: path, config: config)
+            } else if config.aec && config.input != nil && config.output != nil {
+                throw CLIFailure(.usage, "audio: --aec offline needs --reference SPEAKER.wav (what the speaker played)")
+            }
+            let hooks = try AudioSetup(config: config, reference: reference)
             // As for run, input and output replace capture and playback; with both, no
             // device is involved and the conversion runs as fast as it can.
             if let input = config.input, let output = config.output {
@@ -120,7 +132,15 @@ enum AudioCommand {
         let peak = hooks.meter.peakDBFS
         let peakText = hooks.meter.frameCount == 0 ? "no whole 10 ms frame to measure"
             : peak.isFinite ? "last frame peak \(Int(saturating: peak.rounded())) dBFS" : "last frame digital silence (peak −∞ dBFS)"
-        writeOut("audio: \(f.sampleFormat) \(f.sampleRate) Hz × \(f.channels) → \(hooks.rate.hertz) Hz mono, \(packets) Opus packets, \(Int(saturating: kbps.rounded())) kbit/s, \(frames) samples written; \(peakText)\n")
+        var extra = ""
+        if let c = hooks.canceller {
+            let d = c.estimatedDelayMilliseconds.map { "echo delay \(Int(saturating: $0.rounded())) ms" } ?? "no echo delay found"
+            extra += "; aec: \(d), \(c.restartCount) filter restarts"
+        }
+        if let p = hooks.preprocessor, hooks.voiceFlag {
+            extra += "; voice flag on in \(p.voiceFrameCount) of \(hooks.meter.frameCount) frames"
+        }
+        writeOut("audio: \(f.sampleFormat) \(f.sampleRate) Hz × \(f.channels) → \(hooks.rate.hertz) Hz mono, \(packets) Opus packets, \(Int(saturating: kbps.rounded())) kbit/s, \(frames) samples written; \(peakText)\(extra)\n")
         return .ok
     }
 
@@ -147,6 +167,7 @@ enum AudioCommand {
         do throws(DuplexError) {
             duplex = try DuplexAudio(DuplexConfiguration(rate: hooks.rate, capture: input, channel: hooks.channel, playback: output),
                                      captureChain: hooks.chain)
+            hooks.liveReference?.source = duplex.reference
         } catch {
             switch error {
             case .capture(let e):
@@ -200,6 +221,61 @@ enum AudioCommand {
         let captureFormat = duplex.capture.map { $0.format.description } ?? "none"
         writeOut("audio: capture \(captureFormat), \(c?.periods.load(ordering: .relaxed) ?? 0) periods, \(c?.xruns.load(ordering: .relaxed) ?? 0) xruns; playback \(playback.format), \(p.xruns.load(ordering: .relaxed)) xruns, \(duplex.playbackPipeline.underruns.xruns.load(ordering: .relaxed)) underruns; \(packets) Opus packets\n")
         return status
+    }
+}
+
+/// `linnet audio --reference`: the speaker's file through the same conversion as the
+/// microphone's (a capture pipeline with no hooks), held whole, handed to the echo
+/// canceller one 10 ms frame per capture frame. Both files start together, so frame k
+/// of one is played while frame k of the other is heard.
+final class FileReference: EchoReference, @unchecked Sendable {
+    private var samples: [Int16] = []
+    private var next = 0
+
+    init(path: String, config: Config) throws(CLIFailure) {
+        guard let rate = SampleRate(rawValue: config.rate) else { throw CLIFailure(.config, "rate must be 16000, 24000 or 48000") }
+        let reader: WAVReader
+        do throws(FileError) { reader = try WAVReader(path: path) } catch { throw CLIFailure(.dataError, "--reference: \(error.description)") }
+        let f = reader.format
+        let device = DeviceFormat(sampleFormat: f.sampleFormat, sampleRate: f.sampleRate, channels: f.channels, periodFrames: max(1, f.sampleRate / 100))
+        let notify = try wrap { () throws(SystemError) in try EventFD() }
+        let channel: Int? = if case .index(let k) = config.captureChannel, k < f.channels { k } else { nil }
+        let pipeline: CapturePipeline
+        do throws(AudioError) {
+            pipeline = try CapturePipeline(device: device, rate: rate, channel: channel, chain: HookChain(), notify: notify, ringFrames: 8)
+        } catch {
+            throw CLIFailure(.dataError, "--reference '\(path)': \(error)")
+        }
+        var period = [UInt8](repeating: 0, count: device.periodFrames * f.bytesPerFrame)
+        var frame = [Int16](repeating: 0, count: rate.samplesPerFrame)
+        pipeline.captureStarted(device)
+        var time = Instant.zero
+        while true {
+            let n = try period.withMutableBytes { (b: UnsafeMutableRawBufferPointer) throws(CLIFailure) -> Int in
+                do throws(FileError) { return try reader.read(into: b) } catch { throw CLIFailure(.dataError, "--reference: \(error.description)") }
+            }
+            if n == 0 { break }
+            period.withUnsafeBytes { raw in
+                pipeline.captured(UnsafeRawBufferPointer(rebasing: raw[0..<n]), frames: n / f.bytesPerFrame, format: device, time: time)
+            }
+            time += .milliseconds(10)
+            while pipeline.ring.availableToRead >= frame.count {
+                _ = frame.withUnsafeMutableBufferPointer { pipeline.ring.pop(into: $0) }
+                samples += frame
+            }
+        }
+        pipeline.captureStopped(device)
+        notify.drain()
+    }
+
+    func read(into reference: UnsafeMutablePointer<Int16>, count: Int, for info: FrameInfo) -> Bool {
+        let n = max(0, min(count, samples.count - next))
+        samples.withUnsafeBufferPointer { p in
+            if n > 0, let b = p.baseAddress { reference.update(from: b + next, count: n) }
+        }
+        if n < count { (reference + n).update(repeating: 0, count: count - n) }
+        next += count
+        return n > 0
     }
 }
 

@@ -63,6 +63,7 @@ enum CheckCommand {
             line("token", .success("none (no token-file, no \(looked); the provider must not need one)"))
         }
 
+        var captureCard: Int? = nil, playbackCard: Int? = nil
         if let input = config.input {
             do throws(FileError) {
                 let r = try WAVReader(path: input)
@@ -71,13 +72,29 @@ enum CheckCommand {
                 line("input", .failure(CLIFailure(.dataError, error.description)))
             }
         } else if config.capture != "none" {
-            line("capture", openPCM(config.capture, .capture, rate: config.rate))
+            let (result, card) = openPCM(config.capture, .capture, rate: config.rate)
+            line("capture", result)
+            captureCard = card
         }
         if let output = config.output {
             line("output", isWritableDirectory(directory(of: output)) ? .success("\(output) can be written")
                  : .failure(CLIFailure(.config, "cannot write in the directory of '\(output)'")))
         } else if config.playback != "none" {
-            line("playback", openPCM(config.playback, .playback, rate: config.rate))
+            let (result, card) = openPCM(config.playback, .playback, rate: config.rate)
+            line("playback", result)
+            playbackCard = card
+        }
+        // Echo cancellation compares the two streams sample by sample: on one card they
+        // run on one clock; on two, their clocks drift apart and the canceller does not
+        // follow the drift (its tests: ERLE 2–3 dB at ±100 ppm).
+        if let c = captureCard, let p = playbackCard {
+            if c == p {
+                line("clock", .success("capture and playback share card \(c): one clock, as echo cancellation needs"))
+            } else if config.aec {
+                warning("clock", "capture is on card \(c), playback on card \(p): two clocks drift apart, and aec does not compensate drift (use one card for both)")
+            } else {
+                line("clock", .success("capture on card \(c), playback on card \(p): two clocks (aec would need one card for both)"))
+            }
         }
         if let ptt = config.ptt, config.pttMode != .open {
             let chips = GPIOChips.list()
@@ -117,14 +134,16 @@ enum CheckCommand {
         return slash == path.startIndex ? "/" : String(path[..<slash])
     }
 
-    static func openPCM(_ name: String, _ stream: PCMStream, rate: Int) -> Result<String, CLIFailure> {
+    /// Whether the device opens, and the sound card under it (nil: none or not open).
+    static func openPCM(_ name: String, _ stream: PCMStream, rate: Int) -> (Result<String, CLIFailure>, Int?) {
         var request = PCMRequest()
         request.acceptedRates = [rate, 48_000, 44_100, 24_000, 16_000]
         do throws(ALSAError) {
             let pcm = try PCM(device: name, stream: stream, request: request)
-            return .success("'\(name)' opens: \(pcm.format)")
+            let card = pcm.card
+            return (.success("'\(name)' opens: \(pcm.format)" + (card.map { " (card \($0))" } ?? "")), card)
         } catch {
-            return .failure(CLIFailure(.unavailable, error.description))
+            return (.failure(CLIFailure(.unavailable, error.description)), nil)
         }
     }
 

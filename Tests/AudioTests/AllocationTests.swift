@@ -18,7 +18,8 @@ import Wire
     }
 
     /// The capture path end to end — S32_LE stereo 44.1 kHz bytes → average to mono →
-    /// resample to 48 kHz → hook chain with every built-in hook and a deferred hook →
+    /// resample to 48 kHz → hook chain with every built-in hook (echo canceller and
+    /// speexdsp preprocessor too) and a deferred hook →
     /// mute gate → sample ring and frame ring — makes no allocation on the capture thread
     /// over 3000 frames, while the chain is edited between frames (edits allocate, on the
     /// control side, outside the counted region) and the deferred consumer runs.
@@ -34,7 +35,11 @@ import Wire
         let meter = LevelMeter()
         let deferred = try DeferredHook(deadlineFrames: 2)
         let mute = MuteGate()
-        for h in [hpf, gain, agc, gate, limiter, meter, deferred, mute] as [any AudioHook] { try chain.add(h) }
+        // The echo canceller (reference: the previous frame) and the preprocessor.
+        let reference = StagedReference()
+        let aec = try EchoCanceller(rate: .hz48000, reference: reference)
+        let ns = try SpeexPreprocessor(rate: .hz48000, noiseSuppressDB: 15)
+        for h in [aec, ns, hpf, gain, agc, gate, limiter, meter, deferred, mute] as [any AudioHook] { try chain.add(h) }
         let ring = try SampleRing(capacity: 4096)
         let frameRing = try FrameRing(slotCount: 16, slotSamples: 480)
 
@@ -73,6 +78,7 @@ import Wire
             frame.withUnsafeMutableBufferPointer { f in
                 let f480 = UnsafeMutableBufferPointer(rebasing: f[0..<produced])
                 _ = chain.process(f480, info)
+                reference.stage(UnsafeBufferPointer(f480))
                 _ = ring.push(UnsafeBufferPointer(f480))
                 _ = frameRing.push(UnsafeBufferPointer(f480), info: info)
             }

@@ -98,3 +98,14 @@ import Glibc
         #expect(RunCommand.tokenSource(tokenFile: nil, credentialsDirectory: dir, systemPath: system) == S(path: dir + "/token", origin: .credential))
     }
 }
+
+/// `check` with echo cancellation asked for, on devices with no sound card under them
+/// (null): it claims no shared clock, and finds nothing wrong with aec itself. (The
+/// same-card line needs a real card; this machine has none.)
+@Suite struct CheckEchoTests {
+    @Test func noCardNoClockLine() throws {
+        let r = try Linnet.run(["check", "--whip", "http://127.0.0.1:9/whip", "--capture", "null", "--playback", "null", "--aec"])
+        #expect(r.out.contains("capture: ok") && r.out.contains("playback: ok"), "\(r.out)")
+        #expect(!r.out.contains("clock:") && !r.out.contains("aec"), "\(r.out)")
+    }
+}

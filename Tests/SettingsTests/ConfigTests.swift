@@ -85,6 +85,12 @@ func message(_ body: () throws(ConfigError) -> Config) -> String? {
         openai-url = http://127.0.0.1:9/v1/realtime/calls
         send = /tmp/lines.txt
         events-channel = kitchen-events
+        aec = true
+        aec-filter-ms = 300
+        aec-suppress-db = 30
+        noise-suppress-db = 12
+        voice-flag = yes
+        duplex = full
         """
         let c = try load(text)
         #expect(c.backend == (try HTTPURL("https://api.example.net:8443/v1")))
@@ -108,6 +114,8 @@ func message(_ body: () throws(ConfigError) -> Config) -> String? {
         #expect(c.sources["gain-db"] == .file(path: "linnet.conf", line: 25))
         #expect(c.maxSessionSeconds == 90 && c.maximumSessionSeconds == 90 && c.maxAttempts == 5 && c.loopInput)
         #expect(c.openaiURL.port == 9 && c.send == "/tmp/lines.txt" && c.eventsChannel == "kitchen-events")
+        #expect(c.aec && c.aecFilterMS == 300 && c.aecSuppressDB == 30 && c.noiseSuppressDB == 12 && c.voiceFlag)
+        #expect(c.duplex == .full && c.effectiveDuplex == .full)
         // Every key of the table was exercised (the route keys whip/openai/token-url elsewhere).
         // (The board keys of issue 7 are exercised in BoardConfigTests.)
         #expect(Set(c.sources.keys).union(["whip", "openai", "token-url"]).union(boardKeys) == Set(Config.keys))
@@ -406,4 +414,18 @@ func message(_ body: () throws(ConfigError) -> Config) -> String? {
     func suggestions(typed: String, expected: String?) {
         #expect(Config.suggestion(for: typed) == expected)
     }
+}
+
+/// `duplex` follows `aec` unless set: half without echo cancellation (voice mode must
+/// not hear itself), full with it.
+@Test func duplexFollowsAEC() throws {
+    var c = Config()
+    #expect(c.effectiveDuplex == .half)
+    c.aec = true
+    #expect(c.effectiveDuplex == .full)
+    c.duplex = .half
+    #expect(c.effectiveDuplex == .half)
+    c.aec = false
+    c.duplex = .full
+    #expect(c.effectiveDuplex == .full)
 }

@@ -3,7 +3,8 @@
 // product modules (full Swift -O, or Embedded -Osize as the release binary is built).
 //
 // usage: linnet-bench <kernel> <frames>
-//   kernels: hpf gain agc gate limiter meter mute chain opus_encode opus_decode
+//   kernels: hpf gain agc gate limiter meter mute aec aec_mdf (no delay search) ns chain opus_encode opus_decode
+//            aec_erle aec_erle_16k (print "erle_tenths <n>")
 //            capture_allocations (prints "allocations <n> frames <m>")
 //
 // Each kernel does its per-frame work in an `@inline(never)` function whose name
@@ -143,6 +144,60 @@ func runChain(_ chain: HookChain, _ signal: TestSignal, frames: Int) {
     buffer.deallocate()
 }
 
+/// The echo canceller at 48 kHz: the reference is the test signal, the microphone hears
+/// it 120 ms later at half the amplitude (the canceller's work per frame does not depend
+/// on the echo path; the delay search runs whenever the far end is active).
+func runEcho(_ signal: TestSignal, frames: Int, search: Bool = true) throws(AudioError) {
+    let staged = StagedReference()
+    let aec = try EchoCanceller(rate: .hz48000, fixedDelayMilliseconds: search ? nil : 100, reference: staged)
+    let reference = UnsafeMutableBufferPointer<Int16>.allocate(capacity: 480)
+    let buffer = UnsafeMutableBufferPointer<Int16>.allocate(capacity: 480)
+    aec.captureDidStart(.standard)
+    for seq in 0..<frames {
+        signal.fill(reference, frame: seq)
+        staged.stage(UnsafeBufferPointer(reference))
+        signal.fill(buffer, frame: seq + TestSignal.frames - 12)
+        for i in 0..<480 { buffer[i] = buffer[i] / 2 }
+        let info = FrameInfo(format: .standard, sequence: UInt64(seq), captureTime: Instant(nanoseconds: Int64(seq) &* 10_000_000))
+        _ = measuredHook(aec, buffer, info)
+    }
+    aec.captureDidStop(.standard)
+    reference.deallocate()
+    buffer.deallocate()
+}
+
+/// ERLE of the echo-path simulation the tests use (Tests/AudioTests/EchoSimulation.swift):
+/// far-end speech through a RT60 0.2 s room with a 120 ms delay at −6 dB, measured in
+/// far-end-only speech from 8 s to 12 s (after convergence); printed in tenths of a dB.
+func runEchoERLE(rate: Int, suppressDB: Int = 0) throws(AudioError) {
+    var sc = EchoScenario()
+    sc.rate = rate
+    let s = sc.make()
+    guard let r = SampleRate(rawValue: rate) else { return }
+    let staged = StagedReference()
+    let aec = try EchoCanceller(rate: r, reference: staged)
+    let res = suppressDB > 0 ? try SpeexPreprocessor(rate: r, echoSuppressDB: suppressDB, echo: aec) : nil
+    let format = try AudioFormat(sampleRate: r, channels: 1)
+    let n = r.samplesPerFrame
+    var out = s.mic
+    var i = 0
+    var seq: UInt64 = 0
+    while i + n <= out.count {
+        s.reference.withUnsafeBufferPointer { staged.stage(UnsafeBufferPointer(rebasing: $0[i..<(i + n)])) }
+        out.withUnsafeMutableBufferPointer { p in
+            let frame = UnsafeMutableBufferPointer(rebasing: p[i..<(i + n)])
+            let info = FrameInfo(format: format, sequence: seq, captureTime: .zero)
+            _ = aec.process(frame, info)
+            if let res { _ = res.process(frame, info) }
+        }
+        i += n
+        seq += 1
+    }
+    let nearStart = Int(sc.nearStart) * rate
+    let e = erleDB(mic: s.mic, out: out, (nearStart - 4 * rate)..<nearStart)
+    print("erle_tenths " + String(Int((e * 10).rounded())))
+}
+
 func runEncode(_ signal: TestSignal, frames: Int, complexity: Int32? = nil) -> Bool {
     guard let encoder = productEncoder() else { return false }
     if let complexity, (try? encoder.setComplexity(complexity)) == nil { return false }
@@ -232,6 +287,12 @@ func run(_ kernel: String, frames: Int) -> Bool {
         case "limiter": runHook(try Limiter(), signal, frames: frames)
         case "meter": runHook(LevelMeter(), signal, frames: frames)
         case "mute": runHook(MuteGate(), signal, frames: frames)
+        case "aec": try runEcho(signal, frames: frames)
+        case "aec_mdf": try runEcho(signal, frames: frames, search: false)
+        case "ns": runHook(try SpeexPreprocessor(rate: .hz48000, noiseSuppressDB: 15), signal, frames: frames)
+        case "aec_erle": try runEchoERLE(rate: 48_000)
+        case "aec_erle_16k": try runEchoERLE(rate: 16_000)
+        case "aec_res_erle": try runEchoERLE(rate: 48_000, suppressDB: 40)
         case "chain":
             guard let chain = defaultChain() else { return false }
             runChain(chain, signal, frames: frames)

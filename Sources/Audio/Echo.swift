@@ -1,0 +1,439 @@
+import Synchronization
+import Wire
+import CSpeexDSP
+
+// Acoustic echo cancellation, residual echo and noise suppression, and a voice-activity
+// flag: speexdsp's MDF canceller and preprocessor behind the hook API. speexdsp works on
+// int16 frames in both its builds (the release build is its fixed-point one); its states
+// are allocated once here, and `speex_echo_cancellation` / `speex_preprocess_run` work in
+// them without allocating, locking or logging (the release library is built with
+// DISABLE_WARNINGS, see scripts/build-speexdsp.sh).
+
+/// Where the echo canceller gets the playback reference for a capture frame: the samples
+/// the speaker played while the frame was captured, mono, at the frame's rate.
+///
+/// Called on the capture thread: no allocation, no lock, no logging.
+public protocol EchoReference: AnyObject {
+    /// Writes `count` samples for the capture frame `info` to `reference`; false when
+    /// there is no reference for it (the canceller then treats the speaker as silent).
+    func read(into reference: UnsafeMutablePointer<Int16>, count: Int, for info: FrameInfo) -> Bool
+}
+
+// As for user hooks (HookChain.swift): the reference source is chosen at run time, so
+// this one call is excluded from the `@_noLocks` audit; the sources Linnet ships are
+// audited themselves.
+@_semantics("no_performance_analysis") @inline(never)
+func callRead(_ source: any EchoReference, _ into: UnsafeMutablePointer<Int16>, _ count: Int, _ info: FrameInfo) -> Bool {
+    source.read(into: into, count: count, for: info)
+}
+
+/// A reference the caller sets before each capture frame, on the capture thread (the
+/// offline `linnet audio --reference`, tests).
+public final class StagedReference: EchoReference, @unchecked Sendable {
+    private let buffer: UnsafeMutablePointer<Int16>
+    private let staged: UnsafeMutablePointer<Int>
+    public let capacity: Int
+
+    public init(capacity: Int = 480) {
+        self.capacity = capacity
+        buffer = .allocate(capacity: capacity)
+        buffer.initialize(repeating: 0, count: capacity)
+        staged = .allocate(capacity: 1)
+        staged.initialize(to: 0)
+    }
+
+    deinit {
+        buffer.deallocate()
+        staged.deallocate()
+    }
+
+    /// The next frame's reference (at most `capacity` samples; the rest reads as silence).
+    public func stage(_ samples: UnsafeBufferPointer<Int16>) {
+        let n = min(samples.count, capacity)
+        if let b = samples.baseAddress { buffer.update(from: b, count: n) }
+        staged.pointee = n
+    }
+
+    #if RT_AUDIT
+    @_noLocks
+    #endif
+    public func read(into reference: UnsafeMutablePointer<Int16>, count: Int, for info: FrameInfo) -> Bool {
+        let n = min(count, staged.pointee)
+        reference.update(from: buffer, count: n)
+        if n < count { (reference + n).update(repeating: 0, count: count &- n) }
+        let had = staged.pointee > 0
+        staged.pointee = 0
+        return had
+    }
+}
+
+/// The bulk-delay estimator's state: the reference and the microphone at 2 kHz, and
+/// per lag the running cross-correlation and reference energy.
+struct DelaySearch {
+    static let decimatedRate = 2000
+    /// Lags searched: 0…350 ms at 2 kHz.
+    static let lags = 700
+    /// Decimated samples per 10 ms frame.
+    static let perFrame = 20
+    static let historyLength = 1024 // ≥ lags + perFrame, a power of two
+    var history: UnsafeMutablePointer<Int32> // decimated reference ring
+    var written: Int
+    var correlation: UnsafeMutablePointer<Int64>
+    var energy: UnsafeMutablePointer<Int64>
+    var micDecimated: UnsafeMutablePointer<Int32>
+    /// Frames with far-end signal since the last decision.
+    var activeFrames: Int
+    /// The decimated lag the delay in use came from (−1: none yet), and how many
+    /// decisions in a row have agreed on another one.
+    var lockedLag: Int
+    var agreeing: Int
+    /// Decisions since the delay last moved.
+    var sinceMove: Int
+}
+
+/// The live reference: a duplex pipeline's `PlaybackReference`, which the capture
+/// pipeline aligns to each capture frame before the hooks run (Devices/Pipeline.swift),
+/// so frame k of it was playing while capture frame k was captured; what is left for
+/// the canceller is the acoustic path. `source` is set on the loop thread before the
+/// audio threads start (the hook chain is built before the duplex pipeline that owns
+/// the reference).
+public final class LiveReference: EchoReference, @unchecked Sendable {
+    public var source: PlaybackReference?
+
+    public init(source: PlaybackReference? = nil) { self.source = source }
+
+    #if RT_AUDIT
+    @_noLocks
+    #endif
+    public func read(into reference: UnsafeMutablePointer<Int16>, count: Int, for info: FrameInfo) -> Bool {
+        guard let source, source.frameSamples == count, let b = source.samples.baseAddress else {
+            reference.update(repeating: 0, count: count)
+            return false
+        }
+        reference.update(from: b, count: count)
+        return source.coverage > 0
+    }
+}
+
+/// Acoustic echo cancellation with speexdsp's MDF (multidelay block frequency-domain)
+/// adaptive filter, behind a bulk-delay search: the echo of the reference is estimated
+/// and subtracted from the microphone frame.
+///
+/// Delay and tail: MDF models `filterMilliseconds` of echo path (the room's tail; default
+/// 250 ms). The echo delay (device buffers plus air, 10–300 ms here, unknown) is found
+/// first and the reference delayed by it, less a 20 ms margin: a filter long enough for
+/// delay and tail together (550 ms) converged far too slowly and stayed at 3–9 dB ERLE in
+/// the tests for 120 and 250 ms delays, against 16–19 dB for the delay-compensated one.
+///
+/// The search: both signals are averaged down to 2 kHz (boxcar, decimation by 8, 12 or
+/// 24), and for every lag of 0–350 ms a leaky (time constant 1.3 s) cross-correlation
+/// and reference energy are kept; every 0.25 s of far-end signal the lag maximising
+/// correlation²/energy (or the earliest lag within 3 dB of it) becomes the delay if its
+/// peak stands out (6 dB over the mean of
+/// the lags), agrees with the previous decision within 10 ms and no longer lies 5–40 ms
+/// into the filter (once a delay is in use: four decisions in a row, and a peak twice the one at
+/// the lag in use); then the filter restarts (its taps no
+/// longer line up). Its cost is 28,000 multiply-adds a frame (bench/audio.sh prints it).
+///
+/// Mono at one rate, fixed at configuration: frames of another rate or channel count
+/// pass unchanged.
+public final class EchoCanceller: AudioHook, @unchecked Sendable {
+    public let rate: SampleRate
+    public let filterMilliseconds: Int
+    public let reference: any EchoReference
+    let state: OpaquePointer
+    private let far: UnsafeMutablePointer<Int16>
+    private let out: UnsafeMutablePointer<Int16>
+    /// The full-rate reference ring the delayed reference is read from.
+    private let line: UnsafeMutablePointer<Int16>
+    private let lineLength: Int
+    private let lineWritten: UnsafeMutablePointer<Int>
+    private let search: UnsafeMutablePointer<DelaySearch>
+    private let frameSamples: Int
+    private let decimation: Int
+    private let frames = Atomic<Int>(0)
+    /// The reference delay in use, samples.
+    private let delay = Atomic<Int>(0)
+    /// The last estimate (the echo's bulk delay), samples; −1 before the first.
+    private let estimate = Atomic<Int>(-1)
+    private let restarts = Atomic<Int>(0)
+    /// A fixed delay instead of the search (tests); nil: search.
+    public let fixedDelaySamples: Int?
+
+    /// - filterMilliseconds: 20…1000, the echo path the filter models after the delay.
+    /// - fixedDelayMilliseconds: a known delay instead of the search (0…300).
+    public init(rate: SampleRate, filterMilliseconds: Int = 250, fixedDelayMilliseconds: Int? = nil,
+                reference: any EchoReference) throws(AudioError) {
+        try checkRange(.filterMilliseconds, Double(filterMilliseconds), 20, 1000)
+        if let d = fixedDelayMilliseconds { try checkRange(.filterMilliseconds, Double(d), 0, 300) }
+        self.rate = rate
+        self.filterMilliseconds = filterMilliseconds
+        self.reference = reference
+        frameSamples = rate.samplesPerFrame
+        decimation = rate.hertz / DelaySearch.decimatedRate
+        fixedDelaySamples = fixedDelayMilliseconds.map { $0 * rate.hertz / 1000 }
+        let taps = Int32(rate.hertz / 1000 * filterMilliseconds)
+        state = speex_echo_state_init(Int32(frameSamples), taps)
+        _ = linnet_echo_set_rate(state, Int32(rate.hertz))
+        far = .allocate(capacity: frameSamples)
+        far.initialize(repeating: 0, count: frameSamples)
+        out = .allocate(capacity: frameSamples)
+        out.initialize(repeating: 0, count: frameSamples)
+        // 350 ms of search plus a frame, rounded up to whole frames.
+        lineLength = (rate.hertz * 36 / 100 / frameSamples + 1) * frameSamples
+        line = .allocate(capacity: lineLength)
+        line.initialize(repeating: 0, count: lineLength)
+        lineWritten = .allocate(capacity: 1)
+        lineWritten.initialize(to: 0)
+        let h = UnsafeMutablePointer<Int32>.allocate(capacity: DelaySearch.historyLength)
+        h.initialize(repeating: 0, count: DelaySearch.historyLength)
+        let c = UnsafeMutablePointer<Int64>.allocate(capacity: DelaySearch.lags)
+        c.initialize(repeating: 0, count: DelaySearch.lags)
+        let e = UnsafeMutablePointer<Int64>.allocate(capacity: DelaySearch.lags)
+        e.initialize(repeating: 0, count: DelaySearch.lags)
+        let m = UnsafeMutablePointer<Int32>.allocate(capacity: DelaySearch.perFrame)
+        m.initialize(repeating: 0, count: DelaySearch.perFrame)
+        search = .allocate(capacity: 1)
+        search.initialize(to: DelaySearch(history: h, written: 0, correlation: c, energy: e, micDecimated: m, activeFrames: 0, lockedLag: -1, agreeing: 0, sinceMove: 0))
+        if let d = fixedDelaySamples { delay.store(d, ordering: .relaxed) }
+    }
+
+    deinit {
+        speex_echo_state_destroy(state)
+        far.deallocate()
+        out.deallocate()
+        line.deallocate()
+        lineWritten.deallocate()
+        search.pointee.history.deallocate()
+        search.pointee.correlation.deallocate()
+        search.pointee.energy.deallocate()
+        search.pointee.micDecimated.deallocate()
+        search.deallocate()
+    }
+
+    /// Frames cancelled so far.
+    public var frameCount: Int { frames.load(ordering: .relaxed) }
+    /// The reference delay in use, in milliseconds (the estimate less the margin).
+    public var delayMilliseconds: Double { Double(delay.load(ordering: .relaxed)) * 1000 / Double(rate.hertz) }
+    /// The echo's estimated bulk delay in milliseconds; nil before the first estimate.
+    public var estimatedDelayMilliseconds: Double? {
+        let e = estimate.load(ordering: .relaxed)
+        return e < 0 ? nil : Double(e) * 1000 / Double(rate.hertz)
+    }
+    /// How often the filter restarted for a new delay.
+    public var restartCount: Int { restarts.load(ordering: .relaxed) }
+
+    /// A new session starts from an untrained filter (the echo path may have changed).
+    #if RT_AUDIT
+    @_noLocks
+    #endif
+    public func captureDidStart(_ format: AudioFormat) {
+        speex_echo_state_reset(state)
+    }
+
+    #if RT_AUDIT
+    @_noLocks
+    #endif
+    public func process(_ samples: UnsafeMutableBufferPointer<Int16>, _ info: FrameInfo) -> HookVerdict {
+        guard info.channels == 1, info.sampleRate == rate, info.sampleCount == frameSamples,
+              samples.count >= frameSamples, let near = samples.baseAddress else { return .pass }
+        if !callRead(reference, far, frameSamples, info) { far.update(repeating: 0, count: frameSamples) }
+        // The newest reference frame into the line, then the delayed one out of it.
+        let w = lineWritten.pointee
+        (line + w).update(from: far, count: frameSamples)
+        lineWritten.pointee = w &+ frameSamples == lineLength ? 0 : w &+ frameSamples
+        if fixedDelaySamples == nil { searchDelay(near) }
+        var r = w &- delay.load(ordering: .relaxed)
+        if r < 0 { r &+= lineLength }
+        for i in 0..<frameSamples {
+            far[i] = line[r]
+            r &+= 1
+            if r == lineLength { r = 0 }
+        }
+        speex_echo_cancellation(state, near, far, out)
+        near.update(from: out, count: frameSamples)
+        frames.store(frames.load(ordering: .relaxed) &+ 1, ordering: .relaxed)
+        return .pass
+    }
+
+    /// One frame of the bulk-delay search (`far` holds the undelayed reference frame).
+    @inline(__always)
+    private func searchDelay(_ near: UnsafeMutablePointer<Int16>) {
+        let s = search
+        let hist = s.pointee.history
+        let mask = DelaySearch.historyLength &- 1
+        var farEnergy: Int64 = 0
+        for k in 0..<DelaySearch.perFrame {
+            var a: Int32 = 0, b: Int32 = 0
+            for j in 0..<decimation {
+                a &+= Int32(far[k &* decimation &+ j])
+                b &+= Int32(near[k &* decimation &+ j])
+            }
+            let fa = a / Int32(decimation)
+            hist[(s.pointee.written &+ k) & mask] = fa
+            s.pointee.micDecimated[k] = b / Int32(decimation)
+            farEnergy &+= Int64(fa) &* Int64(fa)
+        }
+        let newest = s.pointee.written &+ DelaySearch.perFrame &- 1
+        s.pointee.written = (s.pointee.written &+ DelaySearch.perFrame) & mask
+        // Far end present: above −60 dBFS RMS at 2 kHz (20 samples of 32).
+        guard farEnergy > 20 * 32 * 32 else { return }
+        let corr = s.pointee.correlation, energy = s.pointee.energy
+        let mic = s.pointee.micDecimated
+        for lag in 0..<DelaySearch.lags {
+            var c: Int64 = 0, e: Int64 = 0
+            for k in 0..<DelaySearch.perFrame {
+                let x = Int64(hist[(newest &- (DelaySearch.perFrame &- 1) &+ k &- lag) & mask])
+                c &+= Int64(mic[k]) &* x
+                e &+= x &* x
+            }
+            // Leak 1/128 a frame: a 1.3 s time constant.
+            corr[lag] = corr[lag] &- (corr[lag] &>> 7) &+ c
+            energy[lag] = energy[lag] &- (energy[lag] &>> 7) &+ e
+        }
+        s.pointee.activeFrames &+= 1
+        guard s.pointee.activeFrames >= 25 else { return }
+        s.pointee.activeFrames = 0
+        var best = 0, bestScore = 0.0, total = 0.0
+        for lag in 0..<DelaySearch.lags {
+            let c = Double(corr[lag])
+            let score = energy[lag] > 0 ? c * c / Double(energy[lag]) : 0
+            total += score
+            if score > bestScore { bestScore = score; best = lag }
+        }
+        guard bestScore > 4 * total / Double(DelaySearch.lags) else { return }
+        // The earliest lag within 3 dB of the peak: in a room a reflection can correlate
+        // more than the direct path, and a filter that starts after the direct path
+        // cannot model it (the tests saw a 0.5 s room lock 44 ms late without this).
+        for lag in 0..<best {
+            let c = Double(corr[lag])
+            if energy[lag] > 0 && c * c / Double(energy[lag]) >= bestScore / 2 { best = lag; break }
+        }
+        let found = best &* decimation
+        // Moves on two decisions in a row that agree within 10 ms (the 20 ms margin takes
+        // up the difference). Once a delay has held
+        // for 2 s of far-end signal (the filter may have converged), only on four, and
+        // only for a peak twice the one at the lag in use: a reverberant room's
+        // correlation has several near-equal peaks, and each move restarts the filter
+        // (the tests saw a 0.5 s room's ERLE fall from 13 to 3 dB on such a move).
+        let previous = estimate.load(ordering: .relaxed)
+        estimate.store(found, ordering: .relaxed)
+        s.pointee.sinceMove &+= 1
+        let locked = s.pointee.lockedLag
+        let settled = locked >= 0 && s.pointee.sinceMove > 8
+        if settled {
+            let c = Double(corr[locked])
+            let lockedScore = energy[locked] > 0 ? c * c / Double(energy[locked]) : 0
+            if abs(best &- locked) * decimation <= rate.hertz / 100 || bestScore < 2 * lockedScore {
+                s.pointee.agreeing = 0
+                return
+            }
+        }
+        if previous >= 0 && abs(previous &- found) <= rate.hertz / 100 { s.pointee.agreeing &+= 1 } else { s.pointee.agreeing = 0 }
+        guard s.pointee.agreeing >= (settled ? 3 : 1) else { return }
+        let wanted = max(0, found &- rate.hertz / 50)
+        let current = delay.load(ordering: .relaxed)
+        // The delay in use fits while the direct path lies 5–40 ms into the filter.
+        if found < current &+ rate.hertz / 200 || found > current &+ rate.hertz / 25 {
+            s.pointee.agreeing = 0
+            s.pointee.lockedLag = best
+            s.pointee.sinceMove = 0
+            delay.store(wanted, ordering: .relaxed)
+            speex_echo_state_reset(state)
+            restarts.store(restarts.load(ordering: .relaxed) &+ 1, ordering: .relaxed)
+        } else if locked < 0 {
+            // The delay in use (none) already fits: it holds from here.
+            s.pointee.lockedLag = best
+            s.pointee.sinceMove = 0
+        }
+    }
+}
+
+/// speexdsp's preprocessor as a hook: noise suppression (`noiseSuppressDB`), residual
+/// echo suppression behind an `EchoCanceller` (`echoSuppressDB`), and a voice-activity
+/// flag from its speech probability. Each part is off unless configured; with noise and
+/// echo suppression both off the samples are not changed (the preprocessor still
+/// analyses them for the flag).
+///
+/// The flag: the speech probability (0…100 %) with hysteresis, on at ≥ 80 % and off
+/// below 50 %. (speexdsp's SET_VAD path is called a placeholder by speexdsp itself, and
+/// its 35/20 % thresholds flag white noise at −50 dBFS as speech: the tests measured
+/// 35–64 % there and 63–99 % in speech.)
+public final class SpeexPreprocessor: AudioHook, @unchecked Sendable {
+    public let rate: SampleRate
+    public let noiseSuppressDB: Int
+    public let echoSuppressDB: Int
+    let state: OpaquePointer
+    /// Kept alive for the preprocessor, which reads its state.
+    private let canceller: EchoCanceller?
+    private let frameSamples: Int
+    private let active = Atomic<Bool>(false)
+    private let probability = Atomic<Int>(0)
+    private let voiceFrames = Atomic<Int>(0)
+    /// Whether the samples are changed at all (a suppression is on).
+    private let suppresses: Bool
+    private let scratch: UnsafeMutablePointer<Int16>
+
+    /// - noiseSuppressDB: 0 (off) or 1…60, the attenuation of stationary noise.
+    /// - echoSuppressDB: 0 (off) or 1…60, the attenuation of residual echo; needs `echo`.
+    public init(rate: SampleRate, noiseSuppressDB: Int = 0, echoSuppressDB: Int = 0,
+                echo: EchoCanceller? = nil) throws(AudioError) {
+        try checkRange(.suppressDB, Double(noiseSuppressDB), 0, 60)
+        try checkRange(.suppressDB, Double(echoSuppressDB), 0, 60)
+        self.rate = rate
+        self.noiseSuppressDB = noiseSuppressDB
+        self.echoSuppressDB = echo == nil ? 0 : echoSuppressDB
+        canceller = echo
+        frameSamples = rate.samplesPerFrame
+        state = speex_preprocess_state_init(Int32(frameSamples), Int32(rate.hertz))
+        scratch = .allocate(capacity: frameSamples)
+        scratch.initialize(repeating: 0, count: frameSamples)
+        suppresses = noiseSuppressDB > 0 || self.echoSuppressDB > 0
+        // speexdsp applies its echo suppression only with denoise on; a noise
+        // suppression of 0 dB leaves the noise floor alone.
+        _ = linnet_pre_set_int(state, SPEEX_PREPROCESS_SET_DENOISE, suppresses ? 1 : 0)
+        _ = linnet_pre_set_int(state, SPEEX_PREPROCESS_SET_NOISE_SUPPRESS, Int32(0 &- noiseSuppressDB))
+        _ = linnet_pre_set_int(state, SPEEX_PREPROCESS_SET_AGC, 0)
+        _ = linnet_pre_set_int(state, SPEEX_PREPROCESS_SET_DEREVERB, 0)
+        if let echo, self.echoSuppressDB > 0 {
+            _ = linnet_pre_set_echo(state, echo.state)
+            _ = linnet_pre_set_int(state, SPEEX_PREPROCESS_SET_ECHO_SUPPRESS, Int32(0 &- self.echoSuppressDB))
+            // During double talk, 15 dB less (speexdsp's default ratio of the two).
+            _ = linnet_pre_set_int(state, SPEEX_PREPROCESS_SET_ECHO_SUPPRESS_ACTIVE, Int32(0 &- max(1, self.echoSuppressDB &- 25)))
+        }
+    }
+
+    deinit {
+        speex_preprocess_state_destroy(state)
+        scratch.deallocate()
+    }
+
+    /// Whether the last frames hold speech (the voice-activity flag); any thread.
+    public var voiceActive: Bool { active.load(ordering: .relaxed) }
+    /// The last frame's speech probability, 0…100 %.
+    public var speechProbability: Int { probability.load(ordering: .relaxed) }
+    /// Frames the flag was on so far.
+    public var voiceFrameCount: Int { voiceFrames.load(ordering: .relaxed) }
+
+    #if RT_AUDIT
+    @_noLocks
+    #endif
+    public func process(_ samples: UnsafeMutableBufferPointer<Int16>, _ info: FrameInfo) -> HookVerdict {
+        guard info.channels == 1, info.sampleRate == rate, info.sampleCount == frameSamples,
+              samples.count >= frameSamples, let base = samples.baseAddress else { return .pass }
+        if suppresses {
+            _ = speex_preprocess_run(state, base)
+        } else {
+            // The probability comes only from a full run: on a copy, so the frame stays.
+            scratch.update(from: base, count: frameSamples)
+            _ = speex_preprocess_run(state, scratch)
+        }
+        let p = Int(linnet_pre_get_int(state, SPEEX_PREPROCESS_GET_PROB))
+        probability.store(p, ordering: .relaxed)
+        let was = active.load(ordering: .relaxed)
+        let now = was ? p >= 50 : p >= 80
+        active.store(now, ordering: .relaxed)
+        if now { voiceFrames.store(voiceFrames.load(ordering: .relaxed) &+ 1, ordering: .relaxed) }
+        return .pass
+    }
+}

@@ -1,0 +1,193 @@
+import Testing
+import Wire
+@testable import Audio
+
+/// Runs `mic` through an echo canceller fed with `reference`, 10 ms at a time, the way
+/// the capture chain does; the residual echo suppressor behind it when `suppressDB` > 0.
+func cancel(_ s: EchoScenario.Signals, mic: [Int16], rate: SampleRate, filterMilliseconds: Int = 250,
+            suppressDB: Int = 0, noiseSuppressDB: Int = 0) throws -> [Int16] {
+    let staged = StagedReference()
+    let aec = try EchoCanceller(rate: rate, filterMilliseconds: filterMilliseconds, reference: staged)
+    let chain = HookChain()
+    try chain.add(aec)
+    if suppressDB > 0 || noiseSuppressDB > 0 {
+        try chain.add(try SpeexPreprocessor(rate: rate, noiseSuppressDB: noiseSuppressDB, echoSuppressDB: suppressDB, echo: aec))
+    }
+    let n = rate.samplesPerFrame
+    var out = mic
+    let format = try AudioFormat(sampleRate: rate, channels: 1)
+    var seq: UInt64 = 0
+    var i = 0
+    while i + n <= mic.count {
+        s.reference.withUnsafeBufferPointer { staged.stage(UnsafeBufferPointer(rebasing: $0[i..<(i + n)])) }
+        out.withUnsafeMutableBufferPointer { p in
+            _ = chain.process(UnsafeMutableBufferPointer(rebasing: p[i..<(i + n)]),
+                              FrameInfo(format: format, sequence: seq, captureTime: .zero + .milliseconds(Int64(seq) * 10)))
+        }
+        seq += 1
+        i += n
+    }
+    lastDelay = aec.estimatedDelayMilliseconds ?? -1
+    lastRestarts = aec.restartCount
+    return out
+}
+nonisolated(unsafe) var lastDelay = 0.0
+nonisolated(unsafe) var lastRestarts = 0
+
+struct EchoFigures {
+    var erle: Double
+    var convergence: Double?
+    var snr: Double
+    var snrWithoutEcho: Double
+    var snrUncancelled: Double
+    var delay = 0.0
+    var restarts = 0
+}
+
+func measure(_ scenario: EchoScenario, filterMilliseconds: Int = 250, suppressDB: Int = 0) throws -> EchoFigures {
+    let s = scenario.make()
+    let rate = SampleRate(rawValue: scenario.rate)!
+    let out = try cancel(s, mic: s.mic, rate: rate, filterMilliseconds: filterMilliseconds, suppressDB: suppressDB)
+    let d = lastDelay, r = lastRestarts
+    let clean = try cancel(s, mic: s.micWithoutEcho, rate: rate, filterMilliseconds: filterMilliseconds, suppressDB: suppressDB)
+    let fs = scenario.rate
+    let nearStart = Int(scenario.nearStart * Double(fs))
+    // Far-end only, the last 4 s before the near end joins (after convergence).
+    let erle = erleDB(mic: s.mic, out: out, (nearStart - 4 * fs)..<nearStart)
+    let conv = convergenceSeconds(mic: s.mic, out: out, echo: s.echo, rate: fs, start: 0, end: nearStart, targetDB: 20)
+    let dt = nearStart..<(s.mic.count / rate.samplesPerFrame * rate.samplesPerFrame)
+    return EchoFigures(erle: erle, convergence: conv,
+                       snr: snrDB(reference: s.near, out, dt),
+                       snrWithoutEcho: snrDB(reference: s.near, clean, dt),
+                       snrUncancelled: snrDB(reference: s.near, s.mic, dt), delay: d, restarts: r)
+}
+
+func tenths(_ x: Double) -> String {
+    let t = Int((x * 10).rounded())
+    return String(t / 10) + "." + String(abs(t % 10))
+}
+
+@Suite struct EchoCancellerTests {
+    /// Every delay and room of the issue at 16 kHz, 16 s: far end alone for 12 s, then
+    /// double talk. ERLE over the last 4 s of far end alone (after convergence), the time
+    /// until ERLE over 500 ms first reaches 20 dB, and the near end kept in double talk
+    /// against the same measure with no echo at all. Thresholds: what speexdsp (Debian's
+    /// float build; `make bench` prints the release build's fixed-point figure) measured
+    /// here, less a margin; the figures are printed.
+    /// Measured: RT60 0.2 s: ERLE 21.9–24.9 dB, 20 dB after 4.6–5.8 s, SNR loss 0.2–1.0 dB;
+    /// RT60 0.5 s: ERLE 16.9–19.4 dB, 20 dB after 8.2–8.5 s, SNR loss 0.3–1.4 dB.
+    @Test(arguments: [0.2, 0.5], [0.02, 0.12, 0.25])
+    func echoPath(rt60: Double, delay: Double) throws {
+        var sc = EchoScenario()
+        sc.rt60 = rt60
+        sc.delay = delay
+        let f = try measure(sc)
+        print("AEC 16 kHz rt60 \(tenths(rt60)) s delay \(Int(delay * 1000)) ms: ERLE \(tenths(f.erle)) dB, converged to 20 dB in \(f.convergence.map { tenths($0) + " s" } ?? "never"), double-talk near-end SNR \(tenths(f.snr)) dB (no echo \(tenths(f.snrWithoutEcho)) dB, uncancelled \(tenths(f.snrUncancelled)) dB); delay found \(tenths(f.delay)) ms, \(f.restarts) restarts")
+        // The search finds the direct path (within the 20 ms margin the filter starts by).
+        #expect(f.delay >= delay * 1000 - 2 && f.delay <= delay * 1000 + 18)
+        #expect(f.restarts <= 1)
+        #expect(f.erle >= (rt60 < 0.3 ? 19 : 14))
+        #expect((f.convergence ?? 99) <= (rt60 < 0.3 ? 7 : 10))
+        #expect(f.snrWithoutEcho - f.snr <= (rt60 < 0.3 ? 2 : 3))
+        #expect(f.snr >= f.snrUncancelled + 5)
+    }
+
+    /// 48 kHz (the default pipeline rate), the 120 ms delay in the 0.2 s room.
+    /// Measured: ERLE 21.4 dB, 20 dB after 8.1 s, SNR 9.4 dB (no echo 6.8 dB: speexdsp's
+    /// DC notch turns low partials more at 48 kHz).
+    @Test func at48kHz() throws {
+        var sc = EchoScenario()
+        sc.rate = 48_000
+        let f = try measure(sc)
+        print("AEC 48 kHz rt60 0.2 s delay 120 ms: ERLE \(tenths(f.erle)) dB, converged to 20 dB in \(f.convergence.map { tenths($0) + " s" } ?? "never"), double-talk SNR \(tenths(f.snr)) dB (no echo \(tenths(f.snrWithoutEcho)) dB, uncancelled \(tenths(f.snrUncancelled)) dB); delay found \(tenths(f.delay)) ms")
+        #expect(f.erle >= 18)
+        #expect(f.snr >= f.snrWithoutEcho - 3)
+        #expect(f.snr >= f.snrUncancelled + 3)
+    }
+
+    /// The two clocks 100 ppm apart either way (1.2 ms by the measured stretch). MDF does
+    /// not follow a delay that keeps moving: measured ERLE 2.4–2.7 dB and SNR losses of
+    /// 7.8–8.1 dB. This is the two-card case; one card (one clock) does not drift, and
+    /// this test holds the figure so a drift compensation shows as a change.
+    @Test(arguments: [100.0, -100.0])
+    func drift(ppm: Double) throws {
+        var sc = EchoScenario()
+        sc.driftPPM = ppm
+        let f = try measure(sc)
+        print("AEC 16 kHz rt60 0.2 s delay 120 ms drift \(Int(ppm)) ppm: ERLE \(tenths(f.erle)) dB, double-talk SNR \(tenths(f.snr)) dB (no echo \(tenths(f.snrWithoutEcho)) dB, uncancelled \(tenths(f.snrUncancelled)) dB)")
+        #expect(f.erle >= 1.5)
+        #expect(f.snr >= f.snrUncancelled - 1)
+    }
+
+    /// Without a reference (silent speaker) the canceller leaves the microphone alone
+    /// but for speexdsp's DC notch: no echo is invented.
+    @Test func silentReferenceKeepsTheNearEnd() throws {
+        var sc = EchoScenario()
+        sc.gainDB = -200
+        let s = sc.make()
+        var quiet = s
+        quiet.reference = [Int16](repeating: 0, count: s.reference.count)
+        let out = try cancel(quiet, mic: s.mic, rate: .hz16000)
+        let snr = snrDB(reference: s.mic, out, 16000..<s.mic.count)
+        print("AEC silent reference: output against input \(tenths(snr)) dB")
+        #expect(snr >= 10)
+    }
+
+    /// The residual echo suppressor (speexdsp's preprocessor fed with the canceller's
+    /// state) behind the canceller: more ERLE, the near end as kept. The preprocessor
+    /// delays its output by one frame (its overlap-add), so the SNR is taken one frame
+    /// on. Measured: RT60 0.2 s 23.8 → 26.7 dB, 0.5 s 17.9 → 21.3 dB at 40 dB, SNR
+    /// unchanged within 0.1 dB.
+    @Test(arguments: [0.2, 0.5])
+    func residualSuppressor(rt60: Double) throws {
+        var sc = EchoScenario()
+        sc.rt60 = rt60
+        let s = sc.make()
+        let fs = sc.rate, nearStart = Int(sc.nearStart) * fs
+        let plain = try cancel(s, mic: s.mic, rate: .hz16000)
+        let suppressed = try cancel(s, mic: s.mic, rate: .hz16000, suppressDB: 40)
+        let shifted = Array(suppressed[160...]) + [Int16](repeating: 0, count: 160)
+        let far = (nearStart - 4 * fs)..<nearStart, dt = nearStart..<(s.mic.count - 480)
+        let e0 = erleDB(mic: s.mic, out: plain, far), e1 = erleDB(mic: s.mic, out: suppressed, far)
+        let snr0 = snrDB(reference: s.near, plain, dt), snr1 = snrDB(reference: s.near, shifted, dt)
+        print("AEC + residual suppression 40 dB, rt60 \(tenths(rt60)) s: ERLE \(tenths(e0)) → \(tenths(e1)) dB, double-talk SNR \(tenths(snr0)) → \(tenths(snr1)) dB")
+        #expect(e1 >= e0 + 2)
+        #expect(snr1 >= snr0 - 0.5)
+    }
+
+    @Test func rejectsOutOfRangeFilter() {
+        #expect(throws: AudioError.self) { try EchoCanceller(rate: .hz16000, filterMilliseconds: 5, reference: StagedReference()) }
+    }
+}
+
+@Suite struct SpeexPreprocessorTests {
+    /// Noise suppression lowers stationary noise in the pauses; the voice flag is on in
+    /// speech far more often than in noise alone.
+    @Test func suppressesNoiseAndFlagsVoice() throws {
+        let rate = SampleRate.hz16000
+        let fs = 16_000
+        let speech = toInt16(speechLike(seconds: 6, rate: fs, seed: 9, rmsDBFS: -24).enumerated().map { $0.offset < 3 * fs ? 0 : $0.element })
+        let noise = toInt16(whiteNoise(count: speech.count, rmsDBFS: -50, seed: 10))
+        let mic = zip(speech, noise).map { Int16(clamping: Int($0) + Int($1)) }
+        let ns = try SpeexPreprocessor(rate: rate, noiseSuppressDB: 20)
+        let format = try AudioFormat(sampleRate: rate, channels: 1)
+        var out = mic
+        var voiceInNoise = 0, voiceInSpeech = 0
+        let n = rate.samplesPerFrame
+        for f in 0..<(mic.count / n) {
+            out.withUnsafeMutableBufferPointer { p in
+                _ = ns.process(UnsafeMutableBufferPointer(rebasing: p[(f * n)..<((f + 1) * n)]),
+                               FrameInfo(format: format, sequence: UInt64(f), captureTime: .zero))
+            }
+            if ns.voiceActive { if f < 100 { } else if f < 300 { voiceInNoise += 1 } else { voiceInSpeech += 1 } }
+        }
+        // Noise alone, after 1 s of learning.
+        let reduction = simDB(sumSquares(mic, fs..<(3 * fs)) / max(sumSquares(out, fs..<(3 * fs)), 1))
+        print("NS 20 dB: noise reduced by \(tenths(reduction)) dB; voice flag on in \(voiceInNoise) of 200 noise frames (after 1 s), \(voiceInSpeech) of 300 speech frames")
+        #expect(reduction >= 10)
+        #expect(voiceInSpeech > voiceInNoise + 50)
+        #expect(throws: AudioError.self) { try SpeexPreprocessor(rate: rate, noiseSuppressDB: 61) }
+    }
+}
+
+
