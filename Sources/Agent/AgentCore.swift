@@ -137,6 +137,10 @@ public struct AgentSettings: Sendable {
     public var offerTimeout: Duration = .seconds(10)
     public var closeTimeout: Duration = .seconds(3)
     public var restartTimeout: Duration = .seconds(5)
+    /// Earlier transcript turns given to each new session (`carry-turns`; 0: none) …
+    public var carryTurns = 20
+    /// … at most this many bytes of their text in all.
+    public var carryBytes = 8 * 1024
 
     public init(route: Route, token: String?, policy: SupervisorPolicy, maxAttempts: Int, runFor: Duration?, eventsChannel: String,
                 sendOnOpen: [String], statsInterval: Duration?, pushToTalk: Bool, turnDetectionName: String,
@@ -198,8 +202,12 @@ public enum AgentOutput {
     case http(RequestID, HTTPRequest, timeout: Duration)
     /// Abandon an exchange: its answer must not be delivered.
     case cancelHTTP(RequestID)
-    /// The microphone's mute gate (push-to-talk, the mute button).
+    /// The microphone's mute gate (push-to-talk, the mute button, and silence until
+    /// the provider's session is configured).
     case mute(Bool)
+    /// Empty the playback of this session at once (barge-in): the jitter buffer and
+    /// whatever the audio output still holds.
+    case flushPlayback(session: Int)
     /// Audio now goes to (and comes from) this session.
     case switchAudio(session: Int)
     /// A line for the `--events` file.
@@ -243,7 +251,13 @@ public final class AgentCore {
     public private(set) var assistantSpeaking = false
 
     public private(set) var muted: Bool
+    /// What the mute gate was last told (`.mute`): `muted`, kept open for a release's
+    /// tail, and closed while the session is not configured yet.
+    public private(set) var micClosed: Bool
     var talking = false
+    /// The final transcript lines so far (most recent last, bounded), carried into the
+    /// next session.
+    public private(set) var history: [CarriedTurn] = []
     public private(set) var stopping = false
     var stopped = false
     var exitStatus = ExitStatus.ok
@@ -269,9 +283,25 @@ public final class AgentCore {
         supervisor = Supervisor(policy: settings.policy, seed: seed)
         attemptLimit = AttemptLimit(maximumAttempts: settings.maxAttempts, waitPerRetry: settings.policy.maximumBackoff)
         deviceCredential = settings.token.map { BearerCredential(token: $0, for: settings.route.credentialURL) }
-        conversation = RealtimeConversation(settings: settings.realtime)
         // Push-to-talk starts muted: nothing is sent until the button goes down.
         muted = settings.pushToTalk
+        micClosed = true
+        conversation = RealtimeConversation(settings: settings.realtime)
+        conversation = newConversation()
+    }
+
+    /// The direct OpenAI route speaks the Realtime protocol itself: audio and `send`
+    /// lines wait for `session.updated` (a backend or WHIP server configures its own
+    /// sessions and may never send one).
+    var speaksRealtime: Bool {
+        if case .openai = settings.route { return true }
+        return false
+    }
+
+    /// A new provider session's conversation: the held lines, and the last turns.
+    func newConversation() -> RealtimeConversation {
+        RealtimeConversation(settings: settings.realtime, lines: speaksRealtime ? settings.sendOnOpen : [],
+                             carried: speaksRealtime ? CarriedTurn.recent(history, count: settings.carryTurns, maxBytes: settings.carryBytes) : [])
     }
 
     // MARK: - Inputs
@@ -279,7 +309,8 @@ public final class AgentCore {
     public func start(now: Instant) {
         self.now = now
         stateSince = now
-        emit(.mute(muted))
+        micClosed = wantMicClosed
+        emit(.mute(micClosed))
         if let summary = attemptLimit.summary { log(.info, summary) }
         if let interval = settings.statsInterval { nextStats = now + interval }
         supervisor.start(now: now)
@@ -343,9 +374,10 @@ public final class AgentCore {
         self.now = now
         talking = down
         if settings.pushToTalk {
-            setMuted(!down)
             record("ptt", [("talking", .bool(down))])
+            // The conversation first: a release's tail keeps the microphone open.
             if down { conversation.press(now: now) } else { conversation.release(now: now) }
+            setMuted(!down)
             drainConversation()
         } else if down {
             // An open microphone: the button mutes (a privacy switch).
@@ -404,6 +436,10 @@ public final class AgentCore {
             writeStats()
         }
         for s in Array(sessions.values) { s.handleTimeout() }
+        if let t = conversation.nextDeadline, now >= t {
+            conversation.handleTimeout(now: now)
+            drainConversation()
+        }
         supervisor.handleTimeout(now: now)
         driveSupervisor()
     }
@@ -426,6 +462,7 @@ public final class AgentCore {
         for s in sessions.values { t = min(t, s.deadline) }
         if let e = endAt { t = min(t, e) }
         if let n = nextStats { t = min(t, n) }
+        if let c = conversation.nextDeadline { t = min(t, c) }
         return t
     }
 
@@ -498,7 +535,8 @@ public final class AgentCore {
         case .startSession(let id, let reason):
             if reason != .initial { reconnects += 1 }
             let s = SessionMachine(id: id, core: self, peerSeed: seed.next())
-            s.queued = settings.sendOnOpen
+            // On OpenAI the conversation sends them once the session is configured.
+            if !speaksRealtime { s.queued = settings.sendOnOpen }
             sessions[id] = s
             record("session", [("id", .number(JSONNumber(id))), ("reason", .string(reason.rawValue))])
             emit(.bind(session: id))
@@ -508,9 +546,11 @@ public final class AgentCore {
         case .switchAudio(let id):
             let previous = activeID
             activeID = id
-            // A new provider session: its conversation starts afresh.
-            conversation = RealtimeConversation(settings: settings.realtime)
+            // A new provider session: its conversation starts afresh (with the turns
+            // of the old one), and the microphone is silent until it is configured.
+            conversation = newConversation()
             assistantSpeaking = false
+            syncMic()
             emit(.switchAudio(session: id))
             if let s = sessions[id] {
                 if let ms = s.connectMilliseconds ?? s.offerSentAt.map({ (now - $0).milliseconds }) { lastConnectMilliseconds = ms }
@@ -630,9 +670,13 @@ public final class AgentCore {
     func drainConversation() {
         while true {
             switch conversation.pollOutput() {
-            case .none: return
+            case .none:
+                syncMic()
+                return
             case .send(let text): activeSession?.sendEvent(text)
             case .event(let e): conversationEvent(e)
+            case .flushPlayback:
+                if let id = activeID { emit(.flushPlayback(session: id)) }
             }
         }
     }
@@ -644,6 +688,8 @@ public final class AgentCore {
             // written; the status file shows the latest line.
             guard final else { return }
             if role == .user { lastUserText = text } else { lastAssistantText = text }
+            if history.count >= 64 { history.removeFirst() }
+            history.append(CarriedTurn(role: role, text: text))
             log(.info, e.description)
             // The file is rewritten now: otherwise a kiosk UI would see the line only at
             // the next state change or stats tick (stats-seconds is 0 by default).
@@ -655,7 +701,7 @@ public final class AgentCore {
             log(.info, e.description)
             // The provider's limit came before our rollover: replace the session now.
             if let id = activeID { supervisor.ended(id, now: now) }
-        case .malformed, .settingIgnored:
+        case .malformed, .settingIgnored, .sessionNotConfirmed, .commitUnconfirmed:
             log(.warning, e.description)
         case .tooShort:
             log(.info, e.description)
@@ -676,9 +722,22 @@ public final class AgentCore {
     func record(_ type: String, _ fields: [(String, JSONValue)]) { emit(.record(type, fields)) }
 
     func setMuted(_ on: Bool) {
-        guard muted != on else { return }
         muted = on
-        emit(.mute(on))
+        syncMic()
+    }
+
+    /// Closed when muted (in push-to-talk: not talking, unless a release's tail runs),
+    /// or while the Realtime session is not configured.
+    var wantMicClosed: Bool {
+        let user = muted && !(settings.pushToTalk && conversation.isInTail)
+        return user || (speaksRealtime && !conversation.isConfigured)
+    }
+
+    func syncMic() {
+        let closed = wantMicClosed
+        guard closed != micClosed else { return }
+        micClosed = closed
+        emit(.mute(closed))
     }
 
     func writeStatus() { emit(.status(statusSnapshot)) }

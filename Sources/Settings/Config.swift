@@ -108,6 +108,10 @@ public struct Config: Sendable, Equatable {
     public var transcriptionModel: String? = nil
     /// Nil: `ptt` when a button is configured (and not `open`), else `vad`.
     public var turnDetection: TurnDetection? = nil
+    /// Milliseconds a push-to-talk commit waits after the release.
+    public var pttTailMS = 0
+    /// Earlier transcript turns given to a new session (0: none).
+    public var carryTurns = 0
     public var maxSessionMinutes = 0
     public var maxSessionSeconds: Int? = nil
     public var eventsChannel = ""

@@ -78,6 +78,14 @@ extension SettingsTable {
         .optional("transcription-model", .word("NAME"), .session, .agent, "the model that transcribes the user") { $0.transcriptionModel = $1 },
         .optional("turn-detection", Parser<TurnDetection>.oneOf, .session, .agent,
                   "push-to-talk turns, or the provider's voice detection (default ptt with a button, else vad)") { $0.turnDetection = $1 },
+        .value("ptt-tail-ms", .whole(0...2_000, "a whole number of milliseconds from 0 to 2000", metavar: "MS"), .session, .agent,
+               default: "200", "a push-to-talk turn is committed this long after the release (the last words are still on their way)") {
+            $0.pttTailMS = $1
+        },
+        .value("carry-turns", .whole(0...100, "a whole number from 0 to 100"), .session, .agent, default: "20",
+               "the last N transcript lines a new session (rollover, reconnect) is given, so the assistant remembers (0: none)") {
+            $0.carryTurns = $1
+        },
         .value("max-session-minutes", .whole(1...1440, "a whole number of minutes from 1 to 1440"), .session, .agent, default: "60",
                "the provider's session limit (the agent rolls over to a new session before it)") { $0.maxSessionMinutes = $1 },
         .optional("max-session-seconds", .whole(10...86_400, "a whole number of seconds from 10 to 86400"), .session, .agent,

@@ -179,6 +179,11 @@ final class MediaPath {
         return Array(packet[0..<n])
     }
 
+    /// Barge-in: drops what the jitter buffer holds, so the cut is heard at once.
+    func flushPlayback() {
+        jitter.discardBuffered()
+    }
+
     func received(_ audio: ReceivedAudio) {
         receiving = true
         jitter.insert(sequence: audio.sequence, timestamp: audio.timestamp, payload: audio.payload, arrival: audio.arrival)

@@ -115,11 +115,13 @@ final class Runtime {
         // buffer; RTP arrives behind the data channel, so 150 ms of sent audio keeps a
         // just-long-enough press from failing as `commit_empty`.
         realtime.minimumCommitMilliseconds = 150
-        return AgentSettings(route: route, token: token, policy: policy, maxAttempts: config.maxAttempts,
+        var settings = AgentSettings(route: route, token: token, policy: policy, maxAttempts: config.maxAttempts,
                              runFor: config.seconds > 0 ? .seconds(Int64(config.seconds)) : nil, eventsChannel: config.eventsChannel,
                              sendOnOpen: sendOnOpen, statsInterval: config.statsSeconds > 0 ? .seconds(Int64(config.statsSeconds)) : nil,
                              pushToTalk: config.effectiveTurnDetection == .ptt, turnDetectionName: config.effectiveTurnDetection.rawValue,
                              realtime: realtime, peer: peer)
+        settings.carryTurns = config.carryTurns
+        return settings
     }
 
     // MARK: Start and stop
@@ -223,6 +225,10 @@ final class Runtime {
                 calls.removeValue(forKey: id)?.cancel()
             case .mute(let on):
                 audio.mute.setMuted(on)
+            case .flushPlayback(let id):
+                // Barge-in: what is queued to play goes now (the device buffer's own
+                // flush comes with the duplex audio I/O).
+                media.paths[id]?.flushPlayback()
             case .switchAudio(let id):
                 activeMedia = media.paths[id]
             case .record(let type, let fields):

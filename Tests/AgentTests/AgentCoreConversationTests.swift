@@ -27,7 +27,8 @@ import Signaling
     /// The device token buys the ephemeral key at the token URL, and only the key goes
     /// to the calls URL and the hang-up; push-to-talk starts muted; a press unmutes and
     /// sends `input_audio_buffer.clear`; a release after a second of audio mutes and
-    /// sends commit + response.create; the transcripts come back and are what the status
+    /// sends the commit 200 ms later (the tail), and response.create once it is
+    /// committed; the transcripts come back and are what the status
     /// file shows; a tap too short to commit sends its clear and nothing else; SIGTERM
     /// hangs up.
     @Test func pushToTalkOnTheEventsChannel() throws {
@@ -51,9 +52,14 @@ import Signaling
         w.run(for: .milliseconds(100))
         #expect(types(provider.messages) == ["session.update", "input_audio_buffer.clear"])
         w.run(for: .seconds(1))
+        let released = w.now
         w.core.talk(false, now: w.now)
         w.drive()
-        #expect(w.mutes.last?.muted == true)
+        // The ptt tail: the microphone stays open and the commit waits 200 ms.
+        #expect(w.mutes.last?.muted == false)
+        #expect(types(provider.messages) == ["session.update", "input_audio_buffer.clear"])
+        w.run(until: released + .milliseconds(200))
+        #expect(w.mutes.last?.muted == true && w.mutes.last?.at == released + .milliseconds(200))
         try #require(w.run(within: .seconds(2)) { w.core.lastAssistantText != nil } != nil)
         #expect(types(provider.messages) == ["session.update", "input_audio_buffer.clear", "input_audio_buffer.commit", "response.create"])
         #expect(w.core.lastUserText == "hello linnet")
@@ -101,7 +107,7 @@ import Signaling
         w.run(for: .milliseconds(161))
         w.core.talk(false, now: w.now)
         w.drive()
-        w.run(for: .milliseconds(100))
+        w.run(for: .milliseconds(300))
         #expect(types(provider.messages).filter { $0 == "input_audio_buffer.commit" }.count == 1, "\(types(provider.messages))")
     }
 
@@ -165,5 +171,72 @@ import Signaling
         w.stop()
         try #require(w.run(within: .seconds(5)) { w.exited != nil } != nil)
         #expect(w.statuses.last?.status.state == .closed)
+    }
+}
+
+/// The session is configured before anything else reaches it (issue 17): on the OpenAI
+/// route the microphone sends silence and the `send` lines wait until `session.updated`,
+/// on the first session and after every switch; a barge-in empties the playback.
+@Suite struct AgentCoreSessionSetupTests {
+    func types(_ messages: [String]) -> [String] {
+        messages.compactMap { (try? JSONValue.parse(Array($0.utf8)))?["type"]?.string }
+    }
+
+    @Test func silenceAndHeldLinesUntilSessionUpdated() throws {
+        var o = ProviderWorld.Options()
+        o.route = .openai
+        o.sendOnOpen = [#"{"type":"response.create","response":{"instructions":"Greet the user."}}"#]
+        let w = try ProviderWorld(o)
+        // The scripted service confirms the update 300 ms late.
+        var updatedAt: Instant?
+        w.provider.onMessage = { s, text in
+            let out = WorldProvider.realtimeScript(s, text)
+            if text.contains("\"session.update\"") {
+                let world = w
+                world.schedule(after: .milliseconds(300)) { world in
+                    updatedAt = world.now
+                    if let p = s.peer, let ch = s.channel { try? p.send(channel: ch, text: out[0], now: world.now); world.provider.drain(s) }
+                }
+                return []
+            }
+            return out
+        }
+        w.startCore()
+        try #require(w.run(within: .seconds(5)) { w.records("provider_session").contains { $0["state"]?.string == "updated" } } != nil)
+        let provider = try #require(w.provider.sessionOfCore[1])
+        // Voice mode, yet the gate stayed closed until the update was confirmed.
+        #expect(w.mutes.map(\.muted) == [true, false])
+        let opened = try #require(w.mutes.last?.at)
+        #expect(opened == updatedAt.map { $0 + .milliseconds(10) }, "opens when session.updated arrives (10 ms on the way)")
+        w.run(for: .milliseconds(100))
+        #expect(types(provider.messages) == ["session.update", "response.create"], "the send line only after session.updated")
+        #expect(w.problems.isEmpty, "\(w.problems)")
+    }
+
+    @Test func bargeInFlushesPlayback() throws {
+        var o = ProviderWorld.Options()
+        o.route = .openai
+        o.pushToTalk = true
+        let w = try ProviderWorld(o)
+        w.provider.onMessage = { s, text in
+            // A response that goes on speaking: created and started, never done.
+            if text.contains("\"response.create\"") {
+                return [#"{"type":"response.created","response":{"id":"resp_1","status":"in_progress","output":[]}}"#,
+                        #"{"type":"output_audio_buffer.started","response_id":"resp_1"}"#]
+            }
+            return WorldProvider.realtimeScript(s, text)
+        }
+        w.startCore()
+        try #require(w.run(within: .seconds(5)) { w.records("provider_session").contains { $0["state"]?.string == "updated" } } != nil)
+        w.core.talk(true, now: w.now)
+        w.drive()
+        w.run(for: .milliseconds(500))
+        w.core.talk(false, now: w.now)
+        w.drive()
+        try #require(w.run(within: .seconds(2)) { w.core.assistantSpeaking } != nil)
+        #expect(w.flushes.isEmpty)
+        w.core.talk(true, now: w.now)
+        w.drive()
+        #expect(w.flushes.map(\.session) == [1] && w.flushes.first?.at == w.now)
     }
 }

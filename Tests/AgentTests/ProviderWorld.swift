@@ -123,6 +123,8 @@ final class ProviderWorld {
     var logs: [(at: Instant, level: AgentLogLevel, text: String)] = []
     var statuses: [(at: Instant, status: AgentStatus)] = []
     var mutes: [(at: Instant, muted: Bool)] = []
+    /// `.flushPlayback` outputs: when, for which session.
+    var flushes: [(at: Instant, session: Int)] = []
     var exited: (at: Instant, status: ExitStatus)?
     var coreDeadline = Instant.distantFuture
     /// The session the core sends audio to (its last `.switchAudio`).
@@ -183,7 +185,7 @@ final class ProviderWorld {
 
     /// The settings `linnet run` gives the core (linnet's `Runtime.settings`: the ICE
     /// timings that notice a vanished provider within 3 s, WHIP's ICE restart, the
-    /// OpenAI transcription model, the 150 ms commit floor). CLITests'
+    /// OpenAI transcription model, the 150 ms commit floor, the 200 ms ptt tail). CLITests'
     /// RuntimeSettingsTests pins the runtime to the same values.
     static func settings(_ o: Options) -> AgentSettings {
         var policy = SupervisorPolicy()
@@ -196,6 +198,7 @@ final class ProviderWorld {
         var realtime = RealtimeSettings(turnDetection: o.pushToTalk ? .ptt : .vad)
         if o.route == .openai { realtime.transcriptionModel = "gpt-4o-mini-transcribe" }
         realtime.minimumCommitMilliseconds = 150
+        realtime.pttTailMilliseconds = 200
         var s = AgentSettings(route: route, token: o.token, policy: policy, maxAttempts: o.maxAttempts, runFor: o.runFor,
                               eventsChannel: "oai-events", sendOnOpen: o.sendOnOpen, statsInterval: o.statsInterval,
                               pushToTalk: o.pushToTalk, turnDetectionName: o.pushToTalk ? "ptt" : "vad", realtime: realtime, peer: peer)
@@ -254,6 +257,8 @@ final class ProviderWorld {
                 exchanges[id] = nil
             case .mute(let on):
                 if options.keepHistory { mutes.append((now, on)) }
+            case .flushPlayback(let id):
+                if options.keepHistory { flushes.append((now, id)) }
             case .switchAudio(let id):
                 audioSession = id
             case .record(let type, let fields):
