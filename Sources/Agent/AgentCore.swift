@@ -171,6 +171,8 @@ public struct AgentStatus: Sendable, Equatable {
     public var rttMilliseconds: Double?
     public var lastUser: String?
     public var lastAssistant: String?
+    /// Why nothing works until a person acts (`insufficient_quota`), while it lasts.
+    public var problem: String? = nil
 
     /// The file's bytes: one JSON object and a newline.
     public var json: [UInt8] {
@@ -184,6 +186,7 @@ public struct AgentStatus: Sendable, Equatable {
         if let rttMilliseconds { o["rtt_ms"] = .number(JSONNumber(rttMilliseconds)) }
         if let lastUser { o["last_user"] = .string(lastUser) }
         if let lastAssistant { o["last_assistant"] = .string(lastAssistant) }
+        if let problem { o["problem"] = .string(problem) }
         var bytes = JSONValue.object(o).serialized()
         bytes.append(10)
         return bytes
@@ -267,6 +270,8 @@ public final class AgentCore {
     var nextStats: Instant?
     var stateSince = Instant.zero
     public private(set) var reconnects = 0
+    /// What the status file names as the reason nothing works (`insufficient_quota`).
+    public private(set) var problem: String?
     public private(set) var lastConnectMilliseconds: Int64?
     var lastStats: (at: Instant, bytes: Int)?
     /// Kept up to date by the runtime; read for stats lines.
@@ -479,7 +484,7 @@ public final class AgentCore {
         AgentStatus(state: supervisor.state, sinceSeconds: Double((now - stateSince).milliseconds) / 1000, muted: muted,
                     turnDetection: settings.turnDetectionName, reconnects: reconnects, session: activeID,
                     rttMilliseconds: activeSession?.peer?.stats.roundTripTime.map { Double($0.microseconds) / 1000 },
-                    lastUser: lastUserText, lastAssistant: lastAssistantText)
+                    lastUser: lastUserText, lastAssistant: lastAssistantText, problem: problem)
     }
 
     /// The stats line's fields (state, audio counters, the active call's figures).
@@ -589,6 +594,7 @@ public final class AgentCore {
 
     func stateChanged(_ state: SessionState, _ reason: String?) {
         stateSince = now
+        if state == .connected { problem = nil }
         let text = reason.map { "\(state.rawValue): \($0)" } ?? state.rawValue
         log(state == .failed ? .error : .info, "session \(text)")
         var fields: [(String, JSONValue)] = [("state", .string(state.rawValue))]
@@ -636,6 +642,10 @@ public final class AgentCore {
         default: break
         }
         lastFailureStatus = st
+        if case .quota(let m) = failure {
+            problem = "insufficient_quota"
+            log(.error, "the provider's account is out of quota: nothing will work until it is topped up (\(m))")
+        }
         supervisor.failed(s.id, failure, now: now)
     }
 

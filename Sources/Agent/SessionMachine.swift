@@ -206,6 +206,11 @@ final class SessionMachine {
                     core.log(.info, "session \(id): redirected to \(next)")
                 }
                 post(RouteClient.redirected(request, to: next, bearer: bearer), redirectsLeft: left - 1)
+            case .failure(.unauthorized(let m)) where isOpenAI && bearer != nil:
+                // The key came from the token URL a moment ago, so the device's token
+                // is fine: the ephemeral key was refused (expired, another project's).
+                // The next session fetches a new one, soon.
+                fail(.transient(m + " — the ephemeral key was refused; a new key is fetched for the next attempt"), .unavailable)
             case .failure(let f):
                 fail(f)
             case .answer(let a):
@@ -287,7 +292,15 @@ final class SessionMachine {
         case .retryAfter(let d, let m): fail(.retryAfter(d, m), .unavailable)
         case .badAnswer(let m): fail(.transient(m), .dataError)
         case .unavailable(let m): fail(.transient(m), .unavailable)
+        case .quota(let m): fail(.quota(m), .unavailable)
+        case .rejected(let m): fail(.rejected(m), .dataError)
+        case .region(let m): fail(.configuration(m), .config)
         }
+    }
+
+    var isOpenAI: Bool {
+        if case .openai = route { return true }
+        return false
     }
 
     func fail(_ failure: SessionFailure, _ status: ExitStatus) {

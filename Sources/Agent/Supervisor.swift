@@ -40,12 +40,19 @@ public enum SessionFailure: Sendable, Equatable, CustomStringConvertible {
     /// The server asked for a pause (`Retry-After`, RFC 9110 §10.2.3): the wait, and
     /// what the server asked for when the supervisor capped it (`maximumRetryAfter`).
     case retryAfter(Duration, String, asked: Duration? = nil)
+    /// The provider refused the request itself (a 4xx with an error body, 400
+    /// `invalid_offer`): the same request fails again. Backs off as long as
+    /// `unauthorized`.
+    case rejected(String)
+    /// The account has no quota left (429 `insufficient_quota`): not a rate limit.
+    /// Backs off as long as `unauthorized`.
+    case quota(String)
 
     public var description: String {
         switch self {
         case .transient(let m): return m
         case .unauthorized(let m): return m + " (check the token)"
-        case .configuration(let m): return m
+        case .configuration(let m), .rejected(let m), .quota(let m): return m
         case .retryAfter(let d, let m, let asked):
             guard let asked else { return m + " (retry after \(spokenSeconds(d)))" }
             return m + " (retry after \(spokenSeconds(d)), the cap; the server asked for \(spokenSeconds(asked)))"
@@ -346,7 +353,7 @@ public final class Supervisor {
         switch failure {
         case .transient:
             delay = fullJitter(ceiling: exponential(policy.initialBackoff, policy.maximumBackoff))
-        case .unauthorized, .configuration:
+        case .unauthorized, .configuration, .rejected, .quota:
             // Half fixed, half jittered: long, but a fleet does not come back in step.
             let d = exponential(policy.authBackoff, policy.maximumAuthBackoff)
             delay = d / 2 + fullJitter(ceiling: d / 2)

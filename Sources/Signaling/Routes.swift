@@ -222,12 +222,39 @@ public enum RouteFailure: Error, Equatable, Sendable, CustomStringConvertible {
     case badAnswer(String)
     /// No answer, or a refusal (5xx and other statuses).
     case unavailable(String)
+    /// 429 `insufficient_quota`: the account is out of credit. Not a rate limit: no
+    /// retry helps until someone pays, so it backs off long.
+    case quota(String)
+    /// A 4xx with a JSON error body (OpenAI's `{"error": {"code", "message"}}`, e.g.
+    /// 400 `invalid_offer`), or one whose `x-should-retry` is `false`: the request itself
+    /// is wrong, so the same request will fail again. Backs off long; ends a
+    /// `max-attempts` run with the data-error status.
+    case rejected(String)
+    /// 403 `unsupported_country_region_territory`: the provider does not serve the
+    /// place the device is in. Only a person (another region, a proxy) can fix it.
+    case region(String)
 
     public var description: String {
         switch self {
-        case .unauthorized(let m), .badAnswer(let m), .unavailable(let m): return m
+        case .unauthorized(let m), .badAnswer(let m), .unavailable(let m), .quota(let m), .rejected(let m), .region(let m): return m
         case .retryAfter(_, let m): return m
         }
+    }
+}
+
+/// OpenAI's error body: `{"error": {"message": …, "type": …, "param": …, "code": …}}`.
+public struct ProviderErrorBody: Equatable, Sendable {
+    public var code: String?
+    public var type: String?
+    public var message: String?
+
+    /// Nil unless the body is JSON with an `error` object.
+    public init?(_ body: [UInt8]) {
+        guard !body.isEmpty, body.count <= 64 * 1024, let json = try? JSONValue.parse(body), let error = json["error"],
+              case .object = error else { return nil }
+        code = error["code"]?.string
+        type = error["type"]?.string
+        message = error["message"]?.string
     }
 }
 
@@ -262,6 +289,7 @@ public enum RouteClient {
     /// `POST {token-url}` `{}` with the device's token: the ephemeral key for OpenAI.
     public static func ephemeralKeyRequest(_ tokenURL: HTTPURL, credential: BearerCredential?) -> HTTPRequest {
         var h = HTTPHeaders()
+        h.add("User-Agent", userAgent)
         h.add("Content-Type", RouteMediaType.json)
         if let value = credential?.authorization(for: tokenURL) { h.add("Authorization", value) }
         return HTTPRequest(method: "POST", url: tokenURL, headers: h, body: Array("{}".utf8))
@@ -404,16 +432,58 @@ public enum RouteClient {
         return .success((r.bodyText, r.headers["ETag"]))
     }
 
-    /// 401/403 → the token; `Retry-After` → as asked; other statuses → unavailable.
+    /// What a refusal means (issue 17):
+    /// - 401 → the token; 403 → the token, unless the body says the region is not
+    ///   served (`unsupported_country_region_territory`).
+    /// - 429 `insufficient_quota` → `.quota` (no credit, not a rate limit).
+    /// - A wait asked for (`retry-after-ms`, `Retry-After`, fractional or a date) →
+    ///   `.retryAfter`.
+    /// - `x-should-retry: false`, or a 4xx with a JSON error body (400 `invalid_offer`,
+    ///   422 …) → `.rejected`; `x-should-retry: true` → `.unavailable` (an ordinary retry).
+    /// - Other statuses (5xx, a 429 rate limit without a wait) → `.unavailable`.
+    /// The message shows the provider's own `error.message` where it gave one.
     public static func classify(_ r: HTTPResponse, _ who: String, now: Int64, redact: (String) -> String) -> RouteFailure {
-        let message = "\(who) answered \(r.status) \(redact(r.reason)): \(redact(r.bodyExcerpt(120)))"
+        let body = ProviderErrorBody(r.body)
+        let said: String
+        if let m = body?.message, !m.isEmpty {
+            said = redact(m.utf8.count > 300 ? String(decoding: Array(m.utf8.prefix(300)), as: UTF8.self) + "…" : m)
+                + (body?.code.map { " [\($0)]" } ?? "")
+        } else {
+            said = redact(r.bodyExcerpt(120))
+        }
+        let message = "\(who) answered \(r.status) \(redact(r.reason)): \(said)"
+        let code = body?.code ?? body?.type
+        if r.status == 403, code == "unsupported_country_region_territory" {
+            return .region("\(message) — the provider does not serve this country or region; the token is not the problem")
+        }
         if r.status == 401 || r.status == 403 { return .unauthorized(message) }
+        if r.status == 429, code == "insufficient_quota" || body?.type == "insufficient_quota" {
+            return .quota("\(message) — the account is out of quota (check its plan and billing); this is not a rate limit")
+        }
         if let delay = r.retryAfter(now: now) { return .retryAfter(delay, message) }
+        if let retry = r.shouldRetry { return retry ? .unavailable(message) : .rejected(message) }
+        if (400..<500).contains(r.status), r.status != 408, r.status != 409, r.status != 429, body != nil { return .rejected(message) }
         return .unavailable(message)
+    }
+
+    /// `User-Agent` on every route request (OpenAI asks clients to identify themselves).
+    public static let userAgent = "linnet/" + LinnetVersion.string
+
+    /// Whether `pin-sha256` applies to `url` on `route`: the device's own servers (the
+    /// token URL, the backend, the WHIP endpoint) only, never the OpenAI calls host,
+    /// whose certificate chain OpenAI rotates (a pin there would break every device at
+    /// the next rotation).
+    public static func pinsApply(to url: HTTPURL, route: Route) -> Bool {
+        switch route {
+        case .whip(let endpoint): return url.host == endpoint.host
+        case .backend(let base, _): return url.host == base.host
+        case .openai(_, let tokenURL): return url.host == tokenURL.host
+        }
     }
 
     static func headers(_ contentType: String?, _ bearer: BearerCredential?, _ url: HTTPURL) -> HTTPHeaders {
         var h = HTTPHeaders()
+        h.add("User-Agent", userAgent)
         if let contentType { h.add("Content-Type", contentType) }
         if let value = bearer?.authorization(for: url) { h.add("Authorization", value) }
         return h

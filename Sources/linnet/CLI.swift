@@ -1,6 +1,7 @@
 // The command line of ../shared/design/CLI.md: dispatch and help. Wiring only; the
 // work lives in the modules.
 import Platform
+import Signaling
 import Codec
 import SRTP
 import DTLS
@@ -35,7 +36,7 @@ extension HTTPClientError {
     }
 }
 
-let linnetVersion = "0.1.0"
+let linnetVersion = LinnetVersion.string
 
 #if hasFeature(Embedded)
 let buildMode = "embedded"
