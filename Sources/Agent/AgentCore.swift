@@ -137,6 +137,9 @@ public struct AgentSettings: Sendable {
     public var offerTimeout: Duration = .seconds(10)
     public var closeTimeout: Duration = .seconds(3)
     public var restartTimeout: Duration = .seconds(5)
+    /// OpenAI: the backend's route that hangs up a call (`hangup-url`, POST
+    /// `{"call_id"}` with the device's token); nil: the ephemeral key's hangup.
+    public var hangupURL: HTTPURL?
     /// Earlier transcript turns given to each new session (`carry-turns`; 0: none) …
     public var carryTurns = 20
     /// … at most this many bytes of their text in all.
@@ -270,6 +273,11 @@ public final class AgentCore {
     var nextStats: Instant?
     var stateSince = Instant.zero
     public private(set) var reconnects = 0
+    /// Unix seconds minus the monotonic clock's, from the last HTTP exchange (the
+    /// runtime reads the real-time clock there).
+    var wallOffset: Int64?
+    /// Unix seconds now, as far as the core knows.
+    var wallClock: Int64? { wallOffset.map { $0 + now.nanoseconds / 1_000_000_000 } }
     /// What the status file names as the reason nothing works (`insufficient_quota`).
     public private(set) var problem: String?
     public private(set) var lastConnectMilliseconds: Int64?
@@ -344,6 +352,7 @@ public final class AgentCore {
 
     public func httpResponse(_ request: RequestID, _ response: HTTPResponse, wallClock: Int64, now: Instant) {
         self.now = now
+        wallOffset = wallClock - now.nanoseconds / 1_000_000_000
         guard let (session, purpose) = requests.removeValue(forKey: request), let s = sessions[session] else { return }
         s.httpResponse(purpose, response, wallClock: wallClock)
         driveSupervisor()

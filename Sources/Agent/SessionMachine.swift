@@ -58,6 +58,8 @@ final class SessionMachine {
     var pending: RequestID?
     var restartRequest: RequestID?
     var closeRequest: RequestID?
+    /// When the ephemeral key expires (Unix seconds), when the token URL said.
+    var keyExpiresAt: Int64?
     var closing: Bool { phase == .closing || phase == .closed }
 
     init(id: Int, core: AgentCore, peerSeed: UInt64) {
@@ -185,9 +187,10 @@ final class SessionMachine {
             pending = nil
             guard !closing else { return }
             guard case .openai(let calls, let tokenURL) = route else { return }
-            switch RouteClient.ephemeralKey(r, tokenURL: tokenURL, now: wallClock, redact: redacted) {
-            case .success(let key):
+            switch RouteClient.ephemeralKeyDetails(r, tokenURL: tokenURL, now: wallClock, redact: redacted) {
+            case .success(let (key, expires)):
                 bearer = BearerCredential(token: key, for: calls)
+                keyExpiresAt = expires
                 sendOffer()
             case .failure(let f):
                 fail(f)
@@ -475,7 +478,18 @@ final class SessionMachine {
         for r in [pending, restartRequest].compactMap({ $0 }) { core.cancel(r) }
         pending = nil
         restartRequest = nil
-        if let request = RouteClient.closeRequest(route, answer: answer, bearer: bearer) {
+        let request: HTTPRequest?
+        if isOpenAI {
+            let expired = keyExpiresAt.map { e in core.wallClock.map { $0 >= e } ?? false } ?? false
+            request = RouteClient.openAIHangup(answer: answer, key: bearer, keyExpired: expired,
+                                               hangupURL: core.settings.hangupURL, device: core.deviceCredential)
+            if request == nil, expired, answer?.resource != nil {
+                core.log(.info, "session \(id): the ephemeral key has expired, so no hangup request: closing the peer connection ends the call")
+            }
+        } else {
+            request = RouteClient.closeRequest(route, answer: answer, bearer: bearer)
+        }
+        if let request {
             closeRequest = core.request(id, .close, request, timeout: core.settings.closeTimeout)
         } else {
             finishClose()

@@ -73,6 +73,8 @@ public struct Config: Sendable, Equatable {
     public var openai = false
     public var tokenURL: HTTPURL? = nil
     public var openaiURL = HTTPURL(secure: true, host: "", port: 0, target: "/")
+    /// The backend's route that ends an OpenAI call (`{"call_id"}`).
+    public var hangupURL: HTTPURL? = nil
     /// The bearer token file; nil: `$CREDENTIALS_DIRECTORY/token` (RunCommand).
     public var tokenFile: String? = nil
     public var caFile: String? = nil

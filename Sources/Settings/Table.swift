@@ -32,6 +32,10 @@ extension SettingsTable {
         .value("openai", .boolean, .route, .agent, default: "false",
                "OpenAI Realtime directly, with an ephemeral key from token-url") { $0.openai = $1 },
         .optional("token-url", .url, .route, .agent, "where the backend hands out OpenAI ephemeral keys") { $0.tokenURL = $1 },
+        .optional("hangup-url", .url, .route, .agent,
+                  "where the backend ends an OpenAI call (POST {\"call_id\"} with the token); without it the ephemeral key hangs up while it is valid") {
+            $0.hangupURL = $1
+        },
         .value("openai-url", .url, .route, .agent, default: "https://api.openai.com/v1/realtime/calls",
                "where OpenAI Realtime calls are created (the ephemeral key is the bearer)") { $0.openaiURL = $1 },
 

@@ -298,13 +298,40 @@ public enum RouteClient {
     /// The key from the token URL's answer: GA `client_secrets` shape `{"value": …}` or the
     /// older `{"client_secret": {"value": …}}`; printable ASCII only (it goes into a header).
     public static func ephemeralKey(_ r: HTTPResponse, tokenURL: HTTPURL, now: Int64, redact: (String) -> String) -> Result<String, RouteFailure> {
+        ephemeralKeyDetails(r, tokenURL: tokenURL, now: now, redact: redact).map { $0.key }
+    }
+
+    /// The key and when it expires (`expires_at`, Unix seconds; OpenAI's default is 10
+    /// minutes after it was made), when the answer says.
+    public static func ephemeralKeyDetails(_ r: HTTPResponse, tokenURL: HTTPURL, now: Int64,
+                                           redact: (String) -> String) -> Result<(key: String, expiresAt: Int64?), RouteFailure> {
         guard (200..<300).contains(r.status) else { return .failure(classify(r, "the token URL \(tokenURL)", now: now, redact: redact)) }
         let json = try? JSONValue.parse(r.body)
         guard let key = json?["value"]?.string ?? json?["client_secret"]?["value"]?.string, !key.isEmpty,
               !key.utf8.contains(where: { $0 < 0x21 || $0 > 0x7E }) else {
             return .failure(.badAnswer("the token URL \(tokenURL) answered without a key (expected JSON {\"value\": …}): \(redact(r.bodyExcerpt(80)))"))
         }
-        return .success(key)
+        let expires = json?["expires_at"]?.int64 ?? json?["client_secret"]?["expires_at"]?.int64
+        return .success((key, expires))
+    }
+
+    /// Ending an OpenAI call (issue 17). OpenAI documents `/calls/{id}/hangup` with the
+    /// real API key, which the device does not have, and the ephemeral key it has expires
+    /// (10 minutes by default). So: through the backend's `hangup-url` where there is one
+    /// (POST `{"call_id": …}` with the device's token); else with the ephemeral key while
+    /// it is valid; past its `expires_at`, nothing (the peer connection's close ends it).
+    public static func openAIHangup(answer: RouteAnswer?, key: BearerCredential?, keyExpired: Bool,
+                                    hangupURL: HTTPURL?, device: BearerCredential?) -> HTTPRequest? {
+        guard let resource = answer?.resource else { return nil }
+        if let hangupURL {
+            let id = resource.target.split(separator: "/").last.map(String.init) ?? ""
+            guard !id.isEmpty else { return nil }
+            let body: JSONValue = ["call_id": .string(id)]
+            return HTTPRequest(method: "POST", url: hangupURL, headers: headers(RouteMediaType.json, device, hangupURL), body: body.serialized())
+        }
+        if keyExpired { return nil }
+        let url = RoutePath.hangup(resource)
+        return HTTPRequest(method: "POST", url: url, headers: headers(nil, key, url))
     }
 
     /// The offer request for `route`, with `Authorization` only where `bearer` belongs.

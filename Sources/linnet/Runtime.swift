@@ -121,6 +121,7 @@ final class Runtime {
                              pushToTalk: config.effectiveTurnDetection == .ptt, turnDetectionName: config.effectiveTurnDetection.rawValue,
                              realtime: realtime, peer: peer)
         settings.carryTurns = config.carryTurns
+        settings.hangupURL = config.hangupURL
         return settings
     }
 

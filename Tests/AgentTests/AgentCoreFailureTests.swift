@@ -275,3 +275,44 @@ func imfFixdate(_ unix: Int64) -> String {
         #expect(w.retries.count == 1 && w.retries[0].delay >= .milliseconds(2500), "\(w.retries)")
     }
 }
+
+@Suite struct AgentCoreHangupTests {
+    /// The token URL says the key expires 60 s after it was made: a call ended after
+    /// that sends no hangup with it (it would be refused), and says why.
+    @Test func noHangupWithAnExpiredKey() throws {
+        var o = ProviderWorld.Options()
+        o.route = .openai
+        let w = try ProviderWorld(o)
+        w.provider.reply = { r in
+            guard r.kind == .token else { return .normal }
+            let body: JSONValue = ["value": .string(w.provider.ephemeralKey), "expires_at": JSONValue(Int(w.wallClock + 60))]
+            return .respond(HTTPResponse(status: 200, headers: HTTPHeaders([("Content-Type", "application/json")]), body: body.serialized()))
+        }
+        w.provider.onMessage = WorldProvider.realtimeScript
+        w.startCore()
+        try #require(w.run(within: .seconds(5)) { w.core.state == .connected } != nil)
+        w.run(for: .seconds(61))
+        w.stop()
+        try #require(w.run(within: .seconds(5)) { w.exited != nil } != nil)
+        #expect(!w.requestsSent.contains { $0.request.url.target.hasSuffix("/hangup") })
+        #expect(w.logged("the ephemeral key has expired, so no hangup request"))
+        w.run(for: .milliseconds(100))
+        #expect(w.provider.sessionOfCore[1]?.endedBy == "goodbye", "the peer's close ended it")
+    }
+
+    @Test func hangupThroughTheBackendsRoute() throws {
+        var o = ProviderWorld.Options()
+        o.route = .openai
+        o.configure = { $0.hangupURL = try! HTTPURL("https://backend.test/hangup") }
+        let w = try ProviderWorld(o)
+        w.provider.reply = { r in r.url.target == "/hangup" ? .respond(HTTPResponse(status: 200)) : .normal }
+        w.provider.onMessage = WorldProvider.realtimeScript
+        w.startCore()
+        try #require(w.run(within: .seconds(5)) { w.core.state == .connected } != nil)
+        w.stop()
+        try #require(w.run(within: .seconds(5)) { w.exited != nil } != nil)
+        let hangup = try #require(w.requestsSent.first { $0.request.url.target == "/hangup" }?.request)
+        #expect(hangup.headers["Authorization"] == "Bearer device-token")
+        #expect(try JSONValue.parse(hangup.body) == ["call_id": "rtc_1"])
+    }
+}

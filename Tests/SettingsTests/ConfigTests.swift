@@ -79,6 +79,7 @@ func message(_ body: () throws(ConfigError) -> Config) -> String? {
         transcription-model = gpt-4o-mini-transcribe
         turn-detection = ptt
         ptt-tail-ms = 150
+        hangup-url = https://api.example.net:8443/v1/hangup
         carry-turns = 8
         max-session-minutes = 30
         max-session-seconds = 90
@@ -107,7 +108,7 @@ func message(_ body: () throws(ConfigError) -> Config) -> String? {
         #expect(c.instructions == "You are a kitchen intercom.\nBe brief; say \"done\" at the end.")
         #expect(c.voice == "verse" && c.transcriptionModel == "gpt-4o-mini-transcribe")
         #expect(c.turnDetection == .ptt && c.effectiveTurnDetection == .ptt && c.maxSessionMinutes == 30)
-        #expect(c.pttTailMS == 150 && c.carryTurns == 8)
+        #expect(c.pttTailMS == 150 && c.carryTurns == 8 && c.hangupURL?.target == "/v1/hangup")
         #expect(c.sources["gain-db"] == .file(path: "linnet.conf", line: 25))
         #expect(c.maxSessionSeconds == 90 && c.maximumSessionSeconds == 90 && c.maxAttempts == 5 && c.loopInput)
         #expect(c.openaiURL.port == 9 && c.send == "/tmp/lines.txt" && c.eventsChannel == "kitchen-events")

@@ -81,3 +81,33 @@ import JSON
         #expect(RouteClient.pinsApply(to: try HTTPURL("https://backend.example/voice/c"), route: .backend(base: token, chat: "c")))
     }
 }
+
+@Suite struct OpenAIHangupTests {
+    @Test func hangupThroughTheBackendOrWhileTheKeyIsValid() throws {
+        let calls = try HTTPURL("https://api.openai.com/v1/realtime/calls")
+        let answer = RouteAnswer(sdp: "", resource: try HTTPURL("https://api.openai.com/v1/realtime/calls/rtc_abc"), etag: nil,
+                                 iceServers: [], voiceID: nil, warnings: [])
+        let key = BearerCredential(token: "ek_1", for: calls)
+        let backend = try HTTPURL("https://backend.example/hangup")
+        let device = BearerCredential(token: "device", for: backend)
+        // The backend's route: the call id, the device's token, never the key.
+        let viaBackend = try #require(RouteClient.openAIHangup(answer: answer, key: key, keyExpired: true, hangupURL: backend, device: device))
+        #expect(viaBackend.method == "POST" && viaBackend.url == backend)
+        #expect(try JSONValue.parse(viaBackend.body) == ["call_id": "rtc_abc"])
+        #expect(viaBackend.headers["Authorization"] == "Bearer device")
+        // The key's own hangup while it is valid; nothing once it has expired.
+        let direct = try #require(RouteClient.openAIHangup(answer: answer, key: key, keyExpired: false, hangupURL: nil, device: device))
+        #expect(direct.url.target == "/v1/realtime/calls/rtc_abc/hangup" && direct.headers["Authorization"] == "Bearer ek_1")
+        #expect(RouteClient.openAIHangup(answer: answer, key: key, keyExpired: true, hangupURL: nil, device: device) == nil)
+    }
+
+    @Test func theKeysExpiryIsRead() throws {
+        let token = try HTTPURL("https://backend.example/token")
+        let ga = HTTPResponse(status: 200, body: Array(#"{"value":"ek_1","expires_at":1796000600,"session":{}}"#.utf8))
+        let old = HTTPResponse(status: 200, body: Array(#"{"client_secret":{"value":"ek_2","expires_at":1796000601}}"#.utf8))
+        let none = HTTPResponse(status: 200, body: Array(#"{"value":"ek_3"}"#.utf8))
+        #expect(try RouteClient.ephemeralKeyDetails(ga, tokenURL: token, now: 0, redact: { $0 }).get() == ("ek_1", 1_796_000_600))
+        #expect(try RouteClient.ephemeralKeyDetails(old, tokenURL: token, now: 0, redact: { $0 }).get() == ("ek_2", 1_796_000_601))
+        #expect(try RouteClient.ephemeralKeyDetails(none, tokenURL: token, now: 0, redact: { $0 }).get() == ("ek_3", nil))
+    }
+}
