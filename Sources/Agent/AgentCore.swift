@@ -398,6 +398,8 @@ public final class AgentCore {
             mute(!muted, now: now)
         }
         writeStatus()
+        updateBusy()
+        driveSupervisor()
     }
 
     /// The terminal key and SIGUSR1: talk / stop talking (push-to-talk), mute / unmute.
@@ -691,6 +693,7 @@ public final class AgentCore {
             switch conversation.pollOutput() {
             case .none:
                 syncMic()
+                updateBusy()
                 return
             case .send(let text): activeSession?.sendEvent(text)
             case .event(let e): conversationEvent(e)
@@ -729,6 +732,12 @@ public final class AgentCore {
             log(.debug, e.description)
         case .sessionReady, .userSpeech:
             log(.debug, e.description)
+        case .expires(let at):
+            log(.debug, e.description)
+            // Plan the rollover from the session's own end, where the clock is known.
+            if let id = activeID, let wall = wallClock {
+                supervisor.sessionExpires(id, at: now + .seconds(at - wall), now: now)
+            }
         }
         let entry = e.eventLogEntry
         record(entry.type, entry.fields)
@@ -750,6 +759,12 @@ public final class AgentCore {
     var wantMicClosed: Bool {
         let user = muted && !(settings.pushToTalk && conversation.isInTail)
         return user || (speaksRealtime && !conversation.isConfigured)
+    }
+
+    /// Tells the supervisor whether this is a quiet moment for a rollover's switch.
+    func updateBusy() {
+        let busy = talking || conversation.isBusy
+        if busy != supervisor.busy { supervisor.setBusy(busy, now: now) }
     }
 
     func syncMic() {

@@ -156,6 +156,9 @@ public enum RealtimeEvent: Sendable, Equatable {
     /// naming it within `commitAnswerTimeout`: the response is asked for anyway (a relay
     /// may not forward `committed`).
     case commitUnconfirmed(waited: Duration)
+    /// The session's own end (`session.expires_at`, Unix seconds), from
+    /// `session.created`: the rollover is planned from it.
+    case expires(at: Int64)
 }
 
 extension RealtimeEvent: CustomStringConvertible {
@@ -181,6 +184,7 @@ extension RealtimeEvent: CustomStringConvertible {
             return "no session.updated within \(waited) of session.update: going on, but the provider may be using its default voice and turn detection"
         case .commitUnconfirmed(let waited):
             return "no input_audio_buffer.committed within \(waited) of the commit: asking for the response anyway"
+        case .expires(let at): return "the provider's session expires at \(at) (Unix time)"
         }
     }
 
@@ -215,6 +219,8 @@ extension RealtimeEvent: CustomStringConvertible {
             return ("session_not_confirmed", [("waited_ms", JSONValue(Int(waited.milliseconds)))])
         case .commitUnconfirmed(let waited):
             return ("commit_unconfirmed", [("waited_ms", JSONValue(Int(waited.milliseconds)))])
+        case .expires(let at):
+            return ("session_expires", [("at", JSONValue(Int(at)))])
         }
     }
 }
@@ -352,6 +358,15 @@ public struct RealtimeConversation: Sendable {
     public private(set) var createHeld = false
     /// A response is in progress or its audio is playing.
     public var isAssistantSpeaking: Bool { responseActive || audioPlaying }
+    /// The server's VAD hears the user (`speech_started` … `speech_stopped`).
+    public private(set) var isUserSpeaking = false
+    /// Not a quiet moment: the user is talking (button, tail or VAD), or a turn is
+    /// being answered (committed and waiting, a response asked for or playing).
+    public var isBusy: Bool {
+        isTalking || isInTail || isUserSpeaking || isAssistantSpeaking || responseRequested || createHeld
+            || pendingCommits.contains { $0.create }
+    }
+    private var expiresReported = false
 
     // Transcripts.
     private struct OpenTranscript {
@@ -632,6 +647,10 @@ public struct RealtimeConversation: Sendable {
         case "session.created", "session.updated":
             isSessionReady = true
             emit(.sessionReady(updated: type == "session.updated"))
+            if !expiresReported, let at = event["session"]?["expires_at"]?.int64, at > 0 {
+                expiresReported = true
+                emit(.expires(at: at))
+            }
             if type == "session.updated" {
                 checkTurnDetection(event)
                 updatesConfirmed += 1
@@ -642,8 +661,10 @@ public struct RealtimeConversation: Sendable {
             handleError(event)
 
         case "input_audio_buffer.speech_started":
+            isUserSpeaking = true
             emit(.userSpeech(true))
         case "input_audio_buffer.speech_stopped":
+            isUserSpeaking = false
             emit(.userSpeech(false))
 
         case "response.created":

@@ -240,3 +240,93 @@ import Signaling
         #expect(w.flushes.map(\.session) == [1] && w.flushes.first?.at == w.now)
     }
 }
+
+/// Rollover as a user lives it (issue 17): the button is held across the planned
+/// switch; the utterance is answered on the old session, the switch waits for the
+/// quiet moment after it, and the new session is given the earlier turns
+/// (`conversation.item.create`) before the microphone opens.
+@Suite struct AgentCoreRolloverMemoryTests {
+    func types(_ messages: [String]) -> [String] {
+        messages.compactMap { (try? JSONValue.parse(Array($0.utf8)))?["type"]?.string }
+    }
+
+    @Test func buttonHeldAcrossThePlannedSwitch() throws {
+        var o = ProviderWorld.Options()
+        o.route = .openai
+        o.pushToTalk = true
+        o.maximumSessionAge = .seconds(120)  // rollover planned at 108 s, forced at 114 s
+        let w = try ProviderWorld(o)
+        w.provider.onMessage = WorldProvider.realtimeScript
+        w.startCore()
+        let up = try #require(w.run(within: .seconds(5)) { w.core.state == .connected })
+        try #require(w.run(within: .seconds(5)) { w.records("provider_session").contains { $0["state"]?.string == "updated" } } != nil)
+
+        // A first turn.
+        w.run(until: up + .seconds(2))
+        w.core.talk(true, now: w.now)
+        w.run(for: .seconds(1))
+        w.core.talk(false, now: w.now)
+        try #require(w.run(within: .seconds(2)) { w.core.lastAssistantText != nil } != nil)
+
+        // The second turn is held from 105 s to 111 s: the candidate connects meanwhile.
+        w.run(until: up + .seconds(105))
+        w.core.talk(true, now: w.now)
+        w.drive()
+        try #require(w.run(within: .seconds(5)) { w.sessionsStarted.count == 2 } != nil)
+        #expect(w.sessionsStarted.last?.reason == "rollover")
+        w.run(until: up + .seconds(111))
+        #expect(w.provider.sessionOfCore[2]?.everConnected == true, "the new session is up")
+        #expect(w.audioSession == 1, "no switch while the button is held")
+        w.core.talk(false, now: w.now)
+        w.drive()
+        let old = try #require(w.provider.sessionOfCore[1])
+        let switched = try #require(w.run(within: .seconds(3)) { w.audioSession == 2 })
+        #expect(switched < up + .seconds(114), "a quiet moment came before the forced switch")
+        // The utterance went to the old session and was answered there, before the switch.
+        #expect(types(old.messages).filter { $0 == "response.create" }.count == 2)
+        let finals = w.records("transcript").filter { $0["final"] == .bool(true) && $0.at <= switched }.count
+        #expect(finals == 4, "two user lines and two answers before the switch")
+
+        // The new session learns the earlier turns before anything else.
+        try #require(w.run(within: .seconds(2)) { (w.provider.sessionOfCore[2]?.messages.count ?? 0) >= 5 } != nil)
+        let fresh = try #require(w.provider.sessionOfCore[2])
+        #expect(types(fresh.messages).prefix(5) == ["session.update", "conversation.item.create", "conversation.item.create",
+                                                    "conversation.item.create", "conversation.item.create"])
+        let items = try fresh.messages.dropFirst().prefix(4).map { try JSONValue.parse(Array($0.utf8))["item"] }
+        #expect(items.map { $0?["role"]?.string } == ["user", "assistant", "user", "assistant"])
+        #expect(items.map { $0?["content"]?[0]?["text"]?.string } == ["hello linnet", "Hi, this is the test provider.",
+                                                                      "hello linnet", "Hi, this is the test provider."])
+        #expect(w.problems.isEmpty, "\(w.problems)")
+    }
+}
+
+@Suite struct AgentCoreSessionExpiryTests {
+    /// The provider's `session.expires_at` (30 minutes here, Azure's limit) plans the
+    /// rollover, though `max-session-minutes` is the default 60: the next session is
+    /// started five minutes before it.
+    @Test func rolloverPlannedFromExpiresAt() throws {
+        var o = ProviderWorld.Options()
+        o.route = .openai
+        o.uplinkEvery = nil
+        o.keepHistory = true
+        let w = try ProviderWorld(o)
+        var expires: Int64 = 0
+        w.provider.onMessage = { s, text in
+            var out = WorldProvider.realtimeScript(s, text)
+            if text.contains("\"session.update\""), expires == 0 {
+                expires = w.wallClock + 30 * 60
+                out.insert(#"{"type":"session.created","session":{"type":"realtime","expires_at":\#(expires)}}"#, at: 0)
+            }
+            return out
+        }
+        w.startCore()
+        try #require(w.run(within: .seconds(5)) { w.records("session_expires").count == 1 } != nil)
+        let told = w.now
+        try #require(w.run(within: .seconds(30 * 60)) { w.sessionsStarted.count == 2 } != nil)
+        let started = try #require(w.sessionsStarted.last)
+        #expect(started.reason == "rollover")
+        // 25 minutes after the event (to the second: the wall clock is whole seconds).
+        let lead = started.at - told
+        #expect(lead >= .seconds(25 * 60 - 1) && lead <= .seconds(25 * 60), "\(lead)")
+    }
+}

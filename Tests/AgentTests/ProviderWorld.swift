@@ -884,12 +884,15 @@ final class WorldProvider {
             let updated: JSONValue = ["type": "session.updated", "session": session]
             return [String(decoding: updated.serialized(), as: UTF8.self)]
         case "input_audio_buffer.commit":
-            return [#"{"type":"input_audio_buffer.committed","item_id":"item_user_1"}"#,
-                    #"{"type":"conversation.item.input_audio_transcription.completed","item_id":"item_user_1","content_index":0,"transcript":"hello linnet"}"#]
+            // Ids are unique per message, as the service's are.
+            let n = s.messages.count
+            return [#"{"type":"input_audio_buffer.committed","item_id":"item_user_\#(n)"}"#,
+                    #"{"type":"conversation.item.input_audio_transcription.completed","item_id":"item_user_\#(n)","content_index":0,"transcript":"hello linnet"}"#]
         case "response.create":
-            return [#"{"type":"response.created","response":{"id":"resp_1","status":"in_progress","output":[]}}"#,
-                    #"{"type":"response.output_audio_transcript.done","response_id":"resp_1","item_id":"item_reply_1","output_index":0,"content_index":0,"transcript":"Hi, this is the test provider."}"#,
-                    #"{"type":"response.done","response":{"id":"resp_1","status":"completed","output":[]}}"#]
+            let n = s.messages.count
+            return [#"{"type":"response.created","response":{"id":"resp_\#(n)","status":"in_progress","output":[]}}"#,
+                    #"{"type":"response.output_audio_transcript.done","response_id":"resp_\#(n)","item_id":"item_reply_\#(n)","output_index":0,"content_index":0,"transcript":"Hi, this is the test provider."}"#,
+                    #"{"type":"response.done","response":{"id":"resp_\#(n)","status":"completed","output":[]}}"#]
         default:
             return []
         }

@@ -166,7 +166,8 @@ private enum Fixture {
         // OpenAIScript's session.created shows server_vad: that is before our update and
         // says nothing.
         var c = opened()
-        #expect(events(receive(&c, Fixture.sessionCreated)) == [.sessionReady(updated: false)])
+        // Its expires_at is reported once, for the rollover's plan.
+        #expect(events(receive(&c, Fixture.sessionCreated)) == [.sessionReady(updated: false), .expires(at: 1_796_051_200)])
         // A session.updated that still has it (the created session object, renamed).
         let kept = Fixture.sessionCreated.replacingOccurrences(of: "session.created", with: "session.updated")
         #expect(events(receive(&c, kept)) == [.sessionReady(updated: true),
@@ -175,7 +176,7 @@ private enum Fixture {
         #expect(events(receive(&c, Fixture.sessionUpdated)) == [.sessionReady(updated: true)])
         // VAD mode with a null turn detection is reported the other way round.
         var v = opened(RealtimeSettings(turnDetection: .vad))
-        #expect(events(receive(&v, Fixture.sessionUpdated)) == [.sessionReady(updated: true),
+        #expect(events(receive(&v, Fixture.sessionUpdated)) == [.sessionReady(updated: true), .expires(at: 1_796_051_200),
                                                                  .settingIgnored("turn_detection is null, VAD mode asked for server_vad")])
         #expect(events(receive(&v, kept)) == [.sessionReady(updated: true)])
         // A session object without the GA audio section says nothing.
@@ -252,7 +253,7 @@ private enum Fixture {
         #expect(msgs[3].object?.keys.sorted() == ["event_id", "type"])
 
         var expected: [RealtimeEvent] = [
-            .sessionReady(updated: false), .sessionReady(updated: true),
+            .sessionReady(updated: false), .expires(at: 1_796_051_200), .sessionReady(updated: true),
             .transcript(role: .user, text: "hello linnet", final: true, itemID: "item_2d3e4f5a6b7c8d9e0f1a2b3c"),
             .speaking(true),
         ]
