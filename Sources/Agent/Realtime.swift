@@ -89,6 +89,14 @@ public struct RealtimeSettings: Sendable, Equatable {
     /// How long after our `session.update` a `session.updated` may take before a warning
     /// (and before the device stops waiting for it: see `isConfigured`).
     public var sessionUpdateWarning: Duration
+    /// Voice mode: the kind of detection asked for; nil (with no threshold or silence
+    /// set either) sends no `turn_detection`, so what the backend chose survives.
+    public var vadType: VADType? = nil
+    /// `server_vad` only: `threshold` (0–1) and `silence_duration_ms`; nil: not sent.
+    public var vadThreshold: Double? = nil
+    public var vadSilenceMilliseconds: Int? = nil
+    /// `audio.input.noise_reduction`; nil: not sent, `.off`: null.
+    public var noiseReduction: NoiseReduction? = nil
 
     public init(instructions: String? = nil, voice: String? = nil, transcriptionModel: String? = nil,
                 turnDetection: TurnDetection = .ptt, minimumCommitMilliseconds: Int = 100,
@@ -108,6 +116,10 @@ public struct RealtimeSettings: Sendable, Equatable {
         self.init(instructions: config.instructions, voice: config.voice,
                   transcriptionModel: config.transcriptionModel,
                   turnDetection: config.effectiveTurnDetection, pttTailMilliseconds: config.pttTailMS)
+        vadType = config.vadType
+        vadThreshold = config.vadThreshold
+        vadSilenceMilliseconds = config.vadSilenceMS
+        noiseReduction = config.noiseReduction
     }
 }
 
@@ -466,7 +478,11 @@ public struct RealtimeConversation: Sendable {
             send(update)
             updatesSent += 1
         }
-        updateWarningAt = now + settings.sessionUpdateWarning
+        if updatesSent == 0 {
+            configured()  // nothing to configure: the session is as the backend made it
+        } else {
+            updateWarningAt = now + settings.sessionUpdateWarning
+        }
     }
 
     /// The push-to-talk button went down (or a toggle turned talking on).
@@ -609,25 +625,66 @@ public struct RealtimeConversation: Sendable {
     /// `audio.input.transcription.model`, `audio.input.turn_detection`,
     /// `audio.output.voice`). Fields left nil in the settings are not sent, so the
     /// server keeps its own (a backend may have set them when it created the session).
-    /// Every `session.update` sent on open, in order.
-    public func sessionUpdates() -> [JSONValue] { [sessionUpdate()] }
+    /// Every `session.update` sent on open, in order (issue 17): `turn_detection` in
+    /// its own first update, so a refusal of the rest (a voice the session cannot
+    /// change) cannot leave the server's VAD answering a push-to-talk device; then the
+    /// rest. Only what is configured is sent: a backend's choices survive.
+    public func sessionUpdates() -> [JSONValue] {
+        var out: [JSONValue] = []
+        if let td = turnDetectionValue() {
+            var input = JSONObject()
+            input["turn_detection"] = td
+            out.append(Self.update(audioInput: input))
+        }
+        if let rest = sessionUpdate(includingTurnDetection: false) { out.append(rest) }
+        return out
+    }
 
+    /// The whole configuration in one `session.update` (GA shape).
     public func sessionUpdate() -> JSONValue {
+        sessionUpdate(includingTurnDetection: true) ?? Self.update(audioInput: JSONObject())
+    }
+
+    /// What `turn_detection` is sent as, if anything: null for push-to-talk (turns end
+    /// with our commit); in voice mode only a configured kind or figure, stated with
+    /// `create_response`/`interrupt_response` (the server answers and stops when the
+    /// user talks over it). `threshold` and `silence_duration_ms` are `server_vad`'s.
+    func turnDetectionValue() -> JSONValue? {
+        switch settings.turnDetection {
+        case .ptt:
+            return .null
+        case .vad:
+            guard settings.vadType != nil || settings.vadThreshold != nil || settings.vadSilenceMilliseconds != nil else { return nil }
+            let type = settings.vadType ?? .serverVAD
+            var td = JSONObject()
+            td["type"] = .string(type.rawValue)
+            if type == .serverVAD {
+                if let t = settings.vadThreshold { td["threshold"] = .number(JSONNumber(t)) }
+                if let ms = settings.vadSilenceMilliseconds { td["silence_duration_ms"] = JSONValue(ms) }
+            }
+            td["create_response"] = true
+            td["interrupt_response"] = true
+            return .object(td)
+        }
+    }
+
+    static func update(audioInput: JSONObject) -> JSONValue {
+        var audio = JSONObject()
+        audio["input"] = .object(audioInput)
+        return ["type": "session.update", "session": ["type": "realtime", "audio": .object(audio)]]
+    }
+
+    func sessionUpdate(includingTurnDetection: Bool) -> JSONValue? {
         var input = JSONObject()
         if let model = settings.transcriptionModel {
             input["transcription"] = ["model": .string(model)]
         }
-        switch settings.turnDetection {
-        case .ptt:
-            // Null turns server turn detection off: turns end with our commit.
-            input["turn_detection"] = .null
-        case .vad:
-            // Stated in full rather than relying on defaults: the server commits at the
-            // end of speech, answers, and stops its answer when the user talks over it.
-            input["turn_detection"] = ["type": "server_vad", "create_response": true, "interrupt_response": true]
+        if let nr = settings.noiseReduction {
+            input["noise_reduction"] = nr == .off ? .null : ["type": .string(nr.rawValue)]
         }
+        if includingTurnDetection, let td = turnDetectionValue() { input["turn_detection"] = td }
         var audio = JSONObject()
-        audio["input"] = .object(input)
+        if !input.isEmpty { audio["input"] = .object(input) }
         if let voice = settings.voice {
             audio["output"] = ["voice": .string(voice)]
         }
@@ -636,7 +693,8 @@ public struct RealtimeConversation: Sendable {
         if let instructions = settings.instructions {
             session["instructions"] = .string(instructions)
         }
-        session["audio"] = .object(audio)
+        if !audio.isEmpty { session["audio"] = .object(audio) }
+        guard session.count > 1 else { return nil }
         return ["type": "session.update", "session": .object(session)]
     }
 

@@ -40,7 +40,7 @@ import Signaling
         let call = try #require(w.requestsSent.dropFirst().first?.request)
         #expect(call.url.target == "/v1/realtime/calls" && call.headers["Authorization"] == "Bearer " + w.provider.ephemeralKey)
         #expect(w.mutes.map(\.muted) == [true], "push-to-talk starts muted")
-        #expect(types(provider.messages) == ["session.update"])
+        #expect(types(provider.messages) == ["session.update", "session.update"])
         let update = try JSONValue.parse(Array(provider.messages[0].utf8))
         #expect(update["session"]?["audio"]?["input"]?["turn_detection"] == .null)
 
@@ -50,18 +50,18 @@ import Signaling
         #expect(w.mutes.dropFirst(mutesBefore).map(\.muted) == [false])
         #expect(w.records("ptt").last?["talking"] == .bool(true))
         w.run(for: .milliseconds(100))
-        #expect(types(provider.messages) == ["session.update", "input_audio_buffer.clear"])
+        #expect(types(provider.messages) == ["session.update", "session.update", "input_audio_buffer.clear"])
         w.run(for: .seconds(1))
         let released = w.now
         w.core.talk(false, now: w.now)
         w.drive()
         // The ptt tail: the microphone stays open and the commit waits 200 ms.
         #expect(w.mutes.last?.muted == false)
-        #expect(types(provider.messages) == ["session.update", "input_audio_buffer.clear"])
+        #expect(types(provider.messages) == ["session.update", "session.update", "input_audio_buffer.clear"])
         w.run(until: released + .milliseconds(200))
         #expect(w.mutes.last?.muted == true && w.mutes.last?.at == released + .milliseconds(200))
         try #require(w.run(within: .seconds(2)) { w.core.lastAssistantText != nil } != nil)
-        #expect(types(provider.messages) == ["session.update", "input_audio_buffer.clear", "input_audio_buffer.commit", "response.create"])
+        #expect(types(provider.messages) == ["session.update", "session.update", "input_audio_buffer.clear", "input_audio_buffer.commit", "response.create"])
         #expect(w.core.lastUserText == "hello linnet")
         #expect(w.core.lastAssistantText == "Hi, this is the test provider.")
         let finals = w.records("transcript").filter { $0["final"] == .bool(true) }.compactMap { $0["text"]?.string }
@@ -76,7 +76,7 @@ import Signaling
         w.drive()
         w.run(for: .milliseconds(200))
         #expect(w.records("ptt_too_short").count == 1)
-        #expect(types(provider.messages) == ["session.update", "input_audio_buffer.clear", "input_audio_buffer.commit", "response.create",
+        #expect(types(provider.messages) == ["session.update", "session.update", "input_audio_buffer.clear", "input_audio_buffer.commit", "response.create",
                                              "input_audio_buffer.clear"])
         w.stop()
         try #require(w.run(within: .seconds(5)) { w.exited != nil } != nil)
@@ -129,7 +129,8 @@ import Signaling
         w.drive()
         #expect(w.mutes.map(\.muted) == [false, true, false])
         w.run(for: .milliseconds(200))
-        #expect(types(provider.messages) == ["session.update"])
+        // Nothing configured for voice mode on WHIP: no session.update at all.
+        #expect(types(provider.messages) == [])
     }
 
     /// The status file's fields, on the simulated clock: state and how long it has held,
@@ -288,11 +289,11 @@ import Signaling
         #expect(finals == 4, "two user lines and two answers before the switch")
 
         // The new session learns the earlier turns before anything else.
-        try #require(w.run(within: .seconds(2)) { (w.provider.sessionOfCore[2]?.messages.count ?? 0) >= 5 } != nil)
+        try #require(w.run(within: .seconds(2)) { (w.provider.sessionOfCore[2]?.messages.count ?? 0) >= 6 } != nil)
         let fresh = try #require(w.provider.sessionOfCore[2])
-        #expect(types(fresh.messages).prefix(5) == ["session.update", "conversation.item.create", "conversation.item.create",
+        #expect(types(fresh.messages).prefix(6) == ["session.update", "session.update", "conversation.item.create", "conversation.item.create",
                                                     "conversation.item.create", "conversation.item.create"])
-        let items = try fresh.messages.dropFirst().prefix(4).map { try JSONValue.parse(Array($0.utf8))["item"] }
+        let items = try fresh.messages.dropFirst(2).prefix(4).map { try JSONValue.parse(Array($0.utf8))["item"] }
         #expect(items.map { $0?["role"]?.string } == ["user", "assistant", "user", "assistant"])
         #expect(items.map { $0?["content"]?[0]?["text"]?.string } == ["hello linnet", "Hi, this is the test provider.",
                                                                       "hello linnet", "Hi, this is the test provider."])

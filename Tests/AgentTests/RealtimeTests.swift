@@ -53,7 +53,7 @@ private func receive(_ c: inout RealtimeConversation, _ text: String, at ms: Int
 private func opened(_ settings: RealtimeSettings = RealtimeSettings(turnDetection: .ptt)) -> RealtimeConversation {
     var c = RealtimeConversation(settings: settings)
     c.channelOpened(now: t0)
-    c.received(text: #"{"type":"session.updated"}"#, now: t0)
+    for _ in c.sessionUpdates() { c.received(text: #"{"type":"session.updated"}"#, now: t0) }
     _ = drain(&c)
     return c
 }
@@ -114,8 +114,11 @@ private enum Fixture {
         c.channelOpened(now: t0)
         let out = drain(&c)
         let msgs = try sent(out)
-        try #require(msgs.count == 1 && out.count == 1)
-        let e = msgs[0]
+        try #require(msgs.count == 2 && out.count == 2)
+        // turn_detection first, alone (issue 17): a refusal of the rest cannot leave
+        // the server's VAD on.
+        #expect(msgs[0]["session"] == ["type": "realtime", "audio": ["input": ["turn_detection": .null]]])
+        let e = msgs[1]
         #expect(e["type"]?.string == "session.update")
         #expect(e["event_id"]?.string?.isEmpty == false)
         let s = try #require(e["session"])
@@ -123,9 +126,7 @@ private enum Fixture {
         #expect(s["instructions"]?.string == "Be brief.\nAnswer in \"German\".")
         #expect(s["audio"]?["output"]?["voice"]?.string == "marin")
         #expect(s["audio"]?["input"]?["transcription"]?["model"]?.string == "gpt-4o-mini-transcribe")
-        // Present and null (absent would leave the server's VAD on).
-        let td = try #require(s["audio"]?["input"]?["turn_detection"])
-        #expect(td.isNull)
+        #expect(s["audio"]?["input"]?["turn_detection"] == nil, "sent in the first update")
         // No beta-era top-level fields.
         #expect(s["voice"] == nil && s["turn_detection"] == nil && s["input_audio_transcription"] == nil)
         #expect(s.object?.keys == ["type", "instructions", "audio"])
@@ -138,7 +139,9 @@ private enum Fixture {
     func pttMinimal() throws {
         var c = RealtimeConversation(settings: RealtimeSettings(turnDetection: .ptt))
         c.channelOpened(now: t0)
-        let e = try #require(try sent(drain(&c)).first)
+        let all = try sent(drain(&c))
+        #expect(all.count == 1, "nothing else to configure")
+        let e = try #require(all.first)
         let s = try #require(e["session"]?.object)
         #expect(s.keys == ["type", "audio"])
         #expect(s["type"] == "realtime")
@@ -149,16 +152,47 @@ private enum Fixture {
 
     @Test("VAD: server_vad that answers and can be interrupted")
     func vad() throws {
-        var c = RealtimeConversation(settings: RealtimeSettings(voice: "alloy", turnDetection: .vad))
+        var settings = RealtimeSettings(voice: "alloy", turnDetection: .vad)
+        settings.vadType = .serverVAD
+        settings.vadThreshold = 0.6
+        settings.vadSilenceMilliseconds = 700
+        var c = RealtimeConversation(settings: settings)
         c.channelOpened(now: t0)
-        let e = try #require(try sent(drain(&c)).first)
-        let td = try #require(e["session"]?["audio"]?["input"]?["turn_detection"])
-        #expect(td["type"]?.string == "server_vad")
-        #expect(td["create_response"]?.bool == true)
-        #expect(td["interrupt_response"]?.bool == true)
+        let msgs = try sent(drain(&c))
+        try #require(msgs.count == 2)
+        let td = try #require(msgs[0]["session"]?["audio"]?["input"]?["turn_detection"])
+        #expect(td == ["type": "server_vad", "threshold": 0.6, "silence_duration_ms": 700, "create_response": true, "interrupt_response": true])
+        let e = msgs[1]
         #expect(e["session"]?["audio"]?["output"]?["voice"]?.string == "alloy")
-        #expect(e["session"]?["audio"]?["input"]?["transcription"] == nil)
+        #expect(e["session"]?["audio"]?["input"] == nil)
         #expect(e["session"]?["instructions"] == nil)
+    }
+
+    @Test("voice mode sends only what is configured: the backend's turn detection survives")
+    func onlyWhatIsConfigured() throws {
+        // Nothing configured: no session.update at all, and nothing to wait for.
+        var bare = RealtimeConversation(settings: RealtimeSettings(turnDetection: .vad), lines: ["hi"])
+        bare.channelOpened(now: t0)
+        #expect(drain(&bare) == [.send("hi")])
+        #expect(bare.isConfigured)
+        // semantic_vad: its type only (threshold and silence are server_vad's).
+        var s = RealtimeSettings(turnDetection: .vad)
+        s.vadType = .semanticVAD
+        s.vadThreshold = 0.9
+        s.noiseReduction = .off
+        var c = RealtimeConversation(settings: s)
+        c.channelOpened(now: t0)
+        let msgs = try sent(drain(&c))
+        #expect(msgs.map { $0["session"] } == [
+            ["type": "realtime", "audio": ["input": ["turn_detection": ["type": "semantic_vad", "create_response": true, "interrupt_response": true]]]],
+            ["type": "realtime", "audio": ["input": ["noise_reduction": .null]]]])
+        s.noiseReduction = .far_field
+        #expect(RealtimeConversation(settings: s).sessionUpdates().last?["session"]?["audio"]?["input"]?["noise_reduction"] == ["type": "far_field"])
+        // Configured once both updates are confirmed.
+        _ = receive(&c, #"{"type":"session.updated"}"#)
+        #expect(!c.isConfigured)
+        _ = receive(&c, #"{"type":"session.updated"}"#)
+        #expect(c.isConfigured)
     }
 
     @Test("session.updated that kept the server's turn detection is reported")
@@ -240,17 +274,17 @@ private enum Fixture {
         #expect(!c.isAssistantSpeaking)
 
         let msgs = try sent(all)
-        #expect(types(msgs) == ["session.update", "input_audio_buffer.clear",
+        #expect(types(msgs) == ["session.update", "session.update", "input_audio_buffer.clear",
                                 "input_audio_buffer.commit", "response.create"])
         // Client event ids are unique strings.
         let ids = msgs.compactMap { $0["event_id"]?.string }
-        #expect(ids.count == 4 && Set(ids).count == 4)
+        #expect(ids.count == 5 && Set(ids).count == 5)
         // `type` leads each event (readable in logs and traces).
         #expect(msgs.allSatisfy { $0.object?.keys.first == "type" })
         // Commit and response.create carry nothing else (a response in the session's
         // configuration).
-        #expect(msgs[2].object?.keys.sorted() == ["event_id", "type"])
         #expect(msgs[3].object?.keys.sorted() == ["event_id", "type"])
+        #expect(msgs[4].object?.keys.sorted() == ["event_id", "type"])
 
         var expected: [RealtimeEvent] = [
             .sessionReady(updated: false), .expires(at: 1_796_051_200), .sessionReady(updated: true),
@@ -957,10 +991,11 @@ private enum Fixture {
     func heldLines() throws {
         var c = RealtimeConversation(settings: RealtimeSettings(voice: "marin"), lines: [#"{"type":"response.create"}"#])
         c.channelOpened(now: t0)
-        #expect(types(try sent(drain(&c))) == ["session.update"])
+        #expect(types(try sent(drain(&c))) == ["session.update", "session.update"])
         #expect(!c.isConfigured)
         #expect(try sent(receive(&c, Fixture.sessionCreated, at: 30)).isEmpty)
         #expect(!c.isConfigured, "session.created shows the server's defaults")
+        #expect(try sent(receive(&c, Fixture.sessionUpdated, at: 50)).isEmpty, "the first of two updates")
         let out = receive(&c, Fixture.sessionUpdated, at: 60)
         #expect(out.contains(.send(#"{"type":"response.create"}"#)))
         #expect(c.isConfigured)
