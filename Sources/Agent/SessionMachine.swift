@@ -240,7 +240,7 @@ final class SessionMachine {
             }
         case .close:
             closeRequest = nil
-            core.log(.info, "session \(id): provider close \(r.status) \(redacted(r.bodyExcerpt(80)))")
+            core.log(.info, "session \(id): provider close \(r.status) \(RouteClient.redactedExcerpt(r, 80, redacted))")
             finishClose()
         }
     }

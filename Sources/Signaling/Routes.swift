@@ -309,7 +309,7 @@ public enum RouteClient {
         let json = try? JSONValue.parse(r.body)
         guard let key = json?["value"]?.string ?? json?["client_secret"]?["value"]?.string, !key.isEmpty,
               !key.utf8.contains(where: { $0 < 0x21 || $0 > 0x7E }) else {
-            return .failure(.badAnswer("the token URL \(tokenURL) answered without a key (expected JSON {\"value\": …}): \(redact(r.bodyExcerpt(80)))"))
+            return .failure(.badAnswer("the token URL \(tokenURL) answered without a key (expected JSON {\"value\": …}): \(redactedExcerpt(r, 80, redact))"))
         }
         let expires = json?["expires_at"]?.int64 ?? json?["client_secret"]?["expires_at"]?.int64
         return .success((key, expires))
@@ -386,7 +386,7 @@ public enum RouteClient {
         case .backend:
             guard (200..<300).contains(r.status) else { return .failure(classify(r, route.providerWords, now: now, redact: redact)) }
             guard let json = try? JSONValue.parse(r.body), let sdp = json["sdp"]?.string else {
-                return .failure(.badAnswer("the backend's answer is not JSON with an \"sdp\" string: \(redact(r.bodyExcerpt(120)))"))
+                return .failure(.badAnswer("the backend's answer is not JSON with an \"sdp\" string: \(redactedExcerpt(r, 120, redact))"))
             }
             switch voiceID(json["id"]) {
             case .absent: break
@@ -476,7 +476,7 @@ public enum RouteClient {
             said = redact(m.utf8.count > 300 ? String(decoding: Array(m.utf8.prefix(300)), as: UTF8.self) + "…" : m)
                 + (body?.code.map { " [\($0)]" } ?? "")
         } else {
-            said = redact(r.bodyExcerpt(120))
+            said = redactedExcerpt(r, 120, redact)
         }
         let message = "\(who) answered \(r.status) \(redact(r.reason)): \(said)"
         let code = body?.code ?? body?.type
@@ -491,6 +491,14 @@ public enum RouteClient {
         if let retry = r.shouldRetry { return retry ? .unavailable(message) : .rejected(message) }
         if (400..<500).contains(r.status), r.status != 408, r.status != 409, r.status != 429, body != nil { return .rejected(message) }
         return .unavailable(message)
+    }
+
+    /// The start of a response's body for a message, with secrets taken out *before* it
+    /// is cut: cut first, a token echoed near the limit would survive as a prefix the
+    /// redaction no longer recognises.
+    public static func redactedExcerpt(_ r: HTTPResponse, _ limit: Int, _ redact: (String) -> String) -> String {
+        let head = HTTPResponse(status: r.status, body: Array(redact(String(decoding: r.body.prefix(16 * 1024), as: UTF8.self)).utf8))
+        return head.bodyExcerpt(limit) + (r.body.count > 16 * 1024 && head.body.count <= limit ? "…" : "")
     }
 
     /// `User-Agent` on every route request (OpenAI asks clients to identify themselves).
