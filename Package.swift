@@ -41,20 +41,26 @@ let package = Package(
         .target(name: "Peer", dependencies: ["Wire", "SDP", "ICE", "DTLS", "SRTP", "RTP", "SCTP"]),
         .target(name: "Audio", dependencies: ["Wire"]),
         .target(name: "Codec", dependencies: ["COpus"]),
+        .target(name: "Media", dependencies: ["Wire", "Codec", "RTP"]),
         // The DRBG is DTLS's (one class for TLS and DTLS).
         .target(name: "Signaling", dependencies: ["Wire", "JSON", "SDP", "DTLS", "CMbedTLS"]),
         // Every command's options, one table, and the typed Config filled from it.
         .target(name: "Settings", dependencies: ["Wire", "Audio", "Signaling"]),
-        .target(name: "Agent", dependencies: ["Wire", "Peer", "ICE", "DTLS", "SDP", "SCTP", "Signaling", "Audio", "JSON", "Settings"]),
+        .target(name: "Agent", dependencies: ["Wire", "Peer", "ICE", "DTLS", "SDP", "SCTP", "Signaling", "Audio", "Media", "JSON", "Settings"]),
 
         // IO modules: the only ones that touch the system (with the executable).
         .target(name: "Platform", dependencies: ["Wire", "CSystem"]),
         .target(name: "Devices", dependencies: ["Wire", "Audio", "Platform", "CALSA", "CGPIOD", "CSystem"]),
+        // The one I/O shell around the agent core: HTTP over TCP/TLS, the UDP sockets,
+        // the audio I/O, the board, the event log and the status file, the built-in
+        // answerer.
+        .target(name: "Runtime", dependencies: ["Wire", "JSON", "SDP", "ICE", "DTLS", "SRTP", "RTP", "SCTP", "Peer",
+                                                "Audio", "Codec", "Media", "Signaling", "Settings", "Agent", "Platform", "Devices", "CSystem"]),
 
         // The executable: CLI and wiring only.
         .executableTarget(name: "linnet",
                           dependencies: ["Wire", "JSON", "SDP", "ICE", "DTLS", "SRTP", "RTP", "SCTP", "Peer",
-                                         "Audio", "Codec", "Signaling", "Settings", "Agent", "Platform", "Devices", "CSystem"],
+                                         "Audio", "Codec", "Media", "Signaling", "Settings", "Agent", "Platform", "Devices", "Runtime", "CSystem"],
                           linkerSettings: [.linkedLibrary("m")]),
 
         // One test target per module.
@@ -63,8 +69,8 @@ let package = Package(
         .testTarget(name: "CodecTests", dependencies: ["Codec", "Wire"]),
         .testTarget(name: "SRTPTests", dependencies: ["SRTP", "Wire", "CMbedTLS"]),
         .testTarget(name: "DTLSTests", dependencies: ["DTLS", "Wire", "CMbedTLS"]),
-        .testTarget(name: "DevicesTests", dependencies: ["Devices", "Audio", "Platform", "Wire"]),
-        .testTarget(name: "CLITests", dependencies: ["linnet", "Settings"]),
+        .testTarget(name: "DevicesTests", dependencies: ["Devices", "Audio", "Platform", "Wire", "CAllocCounter"]),
+        .testTarget(name: "CLITests", dependencies: ["linnet", "Runtime", "Settings"]),
         .testTarget(name: "SDPTests", dependencies: ["SDP", "Wire"], exclude: ["Fixtures"]),
         .testTarget(name: "ICETests", dependencies: ["ICE", "Wire"]),
         .testTarget(name: "SignalingTests", dependencies: ["Signaling", "Wire", "CMbedTLS"], exclude: ["Fixtures"]),
@@ -74,9 +80,10 @@ let package = Package(
         .testTarget(name: "SettingsTests", dependencies: ["Settings", "Wire", "Audio", "Signaling"]),
         .testTarget(name: "AgentTests", dependencies: ["Agent", "Settings", "Wire", "JSON", "Signaling", "Peer", "ICE", "DTLS", "SDP", "SCTP",
                                                        "SimulatedNetwork"]),
-        .testTarget(name: "PeerTests", dependencies: ["Peer", "SDP", "ICE", "DTLS", "SRTP", "RTP", "SCTP", "Codec", "Wire",
+        .testTarget(name: "PeerTests", dependencies: ["Peer", "SDP", "ICE", "DTLS", "SRTP", "RTP", "SCTP", "Codec", "Media", "Wire",
                                                       "SimulatedNetwork"]),
         .testTarget(name: "JSONTests", dependencies: ["JSON", "Wire"]),
+        .testTarget(name: "MediaTests", dependencies: ["Media", "RTP", "Codec", "Wire"]),
         .testTarget(name: "RTPTests", dependencies: ["RTP", "Wire"]),
         .target(name: "CAllocCounter", path: "Tests/CAllocCounter"),
         .testTarget(name: "AudioTests", dependencies: ["Audio", "Wire", "CAllocCounter"]),

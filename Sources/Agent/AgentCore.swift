@@ -71,9 +71,13 @@ public struct HTTPTransportFailure: Error, Sendable, Equatable, CustomStringConv
 /// runtime makes one per session (`AgentCore.makeMedia`). Class-bound so the core can
 /// hold any implementation (Embedded Swift has existentials of class protocols only).
 public protocol CallMedia: AnyObject {
-    /// Encodes one uplink frame; the packet and its RTP duration (48 kHz ticks), or nil
-    /// when nothing is to be sent (DTX): RTP time still moves on by `samples`.
-    func encode(_ frame: UnsafeBufferPointer<Int16>) -> (packet: [UInt8]?, samples: UInt32)
+    /// The RTP duration of one uplink frame: 48 kHz ticks (48 × frame-ms, RFC 7587 §4.1).
+    var frameTicks: UInt32 { get }
+    /// Encodes one uplink frame into `packet`, the room after the RTP header of the
+    /// datagram being built (Opus writes straight into it: one copy on the send path,
+    /// Peer.sendAudio(samples:now:encode:)); the payload length, or nil when nothing is
+    /// to be sent (the frame's RTP time still passes).
+    func encode(_ frame: UnsafeBufferPointer<Int16>, into packet: UnsafeMutableRawBufferPointer) -> Int?
     /// A received Opus packet, for the jitter buffer.
     func received(_ audio: ReceivedAudio)
     /// Figures for the stats line.
@@ -245,8 +249,7 @@ public final class AgentCore {
     public private(set) var activeID: Int?
     var requests: [RequestID: (session: Int, purpose: SessionMachine.Purpose)] = [:]
     var nextRequest: RequestID = 1
-    var outputs: [AgentOutput] = []
-    var outputHead = 0
+    var outputs = OutputQueue<AgentOutput>()
     public private(set) var now = Instant.zero
     var supervisorDeadline = Instant.distantFuture
 
@@ -343,10 +346,13 @@ public final class AgentCore {
         driveSupervisor()
     }
 
-    public func handleDatagram(session id: Int, _ bytes: [UInt8], from: SocketAddress, local: SocketAddress, now: Instant) {
+    /// A datagram in the runtime's receive buffer, which the core borrows for the call
+    /// and may overwrite: SRTP is decrypted in place there (Peer.handleInput), so an
+    /// audio packet is copied once between the socket and the jitter buffer.
+    public func handleDatagram(session id: Int, _ datagram: UnsafeMutableRawBufferPointer, from: SocketAddress, local: SocketAddress, now: Instant) {
         self.now = now
         guard let s = sessions[id] else { return }
-        s.datagram(bytes, from: from, local: local)
+        s.datagram(datagram, from: from, local: local)
         driveSupervisor()
     }
 
@@ -369,9 +375,8 @@ public final class AgentCore {
     public func uplink(_ frame: UnsafeBufferPointer<Int16>, now: Instant) {
         self.now = now
         guard let s = activeSession, s.wasConnected, !s.closing, let media = s.media else { return }
-        let (packet, samples) = media.encode(frame)
-        s.sendAudio(packet, samples: samples)
-        conversation.audioSent(milliseconds: Int(samples / 48))
+        s.sendAudio(frame, media: media)
+        conversation.audioSent(milliseconds: Int(media.frameTicks / 48))
         drainConversation()
     }
 
@@ -461,15 +466,7 @@ public final class AgentCore {
     }
 
     public func pollOutput() -> AgentOutput {
-        if outputHead < outputs.count {
-            let o = outputs[outputHead]
-            outputHead += 1
-            if outputHead == outputs.count {
-                outputs.removeAll(keepingCapacity: true)
-                outputHead = 0
-            }
-            return o
-        }
+        if let o = outputs.popFirst() { return o }
         return .timeout(deadline)
     }
 

@@ -313,7 +313,7 @@ final class SessionMachine {
 
     // MARK: - The peer
 
-    func datagram(_ bytes: [UInt8], from: SocketAddress, local: SocketAddress) {
+    func datagram(_ bytes: UnsafeMutableRawBufferPointer, from: SocketAddress, local: SocketAddress) {
         guard let peer, phase != .closed else { return }
         peer.handleInput(bytes, from: from, local: local, now: now)
         drainPeer()
@@ -327,13 +327,10 @@ final class SessionMachine {
         }
     }
 
-    func sendAudio(_ packet: [UInt8]?, samples: UInt32) {
+    /// One uplink frame: encoded straight into the RTP packet the peer builds.
+    func sendAudio(_ frame: UnsafeBufferPointer<Int16>, media: CallMedia) {
         guard let peer else { return }
-        if let packet {
-            packet.withUnsafeBytes { peer.sendAudio($0, samples: samples, now: now) }
-        } else {
-            peer.skipAudio(samples: samples)
-        }
+        peer.sendAudio(samples: media.frameTicks, now: now) { room in media.encode(frame, into: room) }
         drainPeer()
     }
 

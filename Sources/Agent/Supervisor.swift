@@ -168,7 +168,7 @@ public final class Supervisor {
     var rolloverAt: Instant?
     var nextID = 1
     var random: SeededRandom
-    var outputs: [SupervisorAction] = []
+    var outputs = OutputQueue<SupervisorAction>()
     var closing = false
     /// The conversation is not at a quiet moment (see `setBusy`).
     public private(set) var busy = false
@@ -382,7 +382,7 @@ public final class Supervisor {
     }
 
     public func pollOutput() -> SupervisorOutput {
-        if !outputs.isEmpty { return .action(outputs.removeFirst()) }
+        if let a = outputs.popFirst() { return .action(a) }
         return .timeout(nextDeadline)
     }
 

@@ -11,3 +11,20 @@ public enum PTTMode: String, Sendable, Equatable, CaseIterable {
     /// reported).
     case open
 }
+
+/// A GPIO line (the push-to-talk button, a status LED): by name (`GPIO17`, as the device
+/// tree names it) or chip and offset (`gpiochip0:17`; the chip by name, path, number or
+/// label). One type for the `ptt`/`leds` settings and the GPIO code in Devices, here
+/// for the same reason as `PTTMode`.
+public enum GPIOLine: Sendable, Equatable, CustomStringConvertible {
+    case name(String)
+    case chip(String, offset: Int)
+
+    /// As the config spells it: `GPIO17` or `gpiochip0:17`.
+    public var description: String {
+        switch self {
+        case .name(let n): return n
+        case .chip(let c, let o): return "\(c):\(o)"
+        }
+    }
+}

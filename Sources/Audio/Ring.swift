@@ -69,6 +69,28 @@ public final class SampleRing: @unchecked Sendable {
         readIndex.store(r &+ n, ordering: .releasing)
         return n
     }
+
+    /// Producer: the position after the last sample pushed (it counts up forever, as
+    /// the indices do): a mark for `discard(upTo:)`.
+    public var writePosition: Int { writeIndex.load(ordering: .relaxed) }
+
+    /// Consumer: drops what was pushed before the producer's `mark` (a `writePosition`
+    /// it took), or everything waiting when `mark` is nil, and returns how many samples
+    /// that was. A flush at barge-in: audio pushed after the mark stays. Only the
+    /// consumer may call it: it moves the read index.
+    #if RT_AUDIT
+    @_noLocks
+    #endif
+    @discardableResult
+    public func discard(upTo mark: Int? = nil) -> Int {
+        let r = readIndex.load(ordering: .relaxed)
+        let w = writeIndex.load(ordering: .acquiring)
+        var end = w
+        // Wrapping distances: a mark behind the read index drops nothing.
+        if let mark, mark &- r < w &- r { end = (mark &- r) > 0 ? mark : r }
+        readIndex.store(end, ordering: .releasing)
+        return end &- r
+    }
 }
 
 /// An SPSC ring of fixed-size frame slots, each holding up to `slotSamples` interleaved

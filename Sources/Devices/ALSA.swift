@@ -123,8 +123,32 @@ public struct PCMRequest: Sendable {
     public init() {}
 }
 
+/// What an audio thread needs of an open PCM: ALSA's (`PCM`), or a test's stand-in
+/// with a known delay (the fake devices in Tests/DevicesTests). Class-bound, so the
+/// threads hold it without boxing (Embedded Swift takes class-bound existentials).
+/// Every method is called on the audio thread: none may allocate or lock.
+public protocol PCMDevice: AnyObject {
+    /// The name it was opened by (reopened by, after a disappearance).
+    var device: String { get }
+    var format: DeviceFormat { get }
+    /// Frames read, or a negative errno (as `snd_pcm_readi`).
+    func readRaw(_ buffer: UnsafeMutableRawPointer, frames: Int) -> Int
+    /// Frames written, or a negative errno (as `snd_pcm_writei`).
+    func writeRaw(_ buffer: UnsafeRawPointer, frames: Int) -> Int
+    /// Recovers from an xrun or suspend (as `snd_pcm_recover`).
+    func recover(_ code: Int32) -> Int32
+    /// The stream's delay in frames, as `snd_pcm_delay` defines it; nil when the device
+    /// cannot say (not running, an error).
+    func delayFrames() -> Int?
+    /// Throws away what the device has queued and makes it ready to start again
+    /// (`snd_pcm_drop` then `snd_pcm_prepare`); 0 or a negative errno.
+    func discardPending() -> Int32
+    /// Plays out what is queued (end of playback).
+    func drain()
+}
+
 /// An open PCM in interleaved read/write mode.
-public final class PCM {
+public final class PCM: PCMDevice {
     let handle: OpaquePointer
     public let device: String
     public let stream: PCMStream
@@ -255,6 +279,31 @@ public final class PCM {
     public func prepare() -> Int32 { snd_pcm_prepare(handle) }
     public func drop() { snd_pcm_drop(handle) }
     public func drain() { snd_pcm_drain(handle) }
+
+    /// `snd_pcm_delay` (alsa-lib pcm.c, "PCM" group of the API reference): "For playback
+    /// the delay is defined as the time that a frame that is written to the PCM stream
+    /// shortly after this call will take to be actually audible. It is as such the
+    /// overall latency from the write call to the final DAC. For capture the delay is
+    /// defined as the time that a frame that was digitized by the audio device takes
+    /// until it can be read from the PCM stream shortly after this call returns. It is
+    /// as such the overall latency from the initial ADC to the read call." In frames.
+    /// It is meaningful while the stream runs; a prepared playback stream reports what
+    /// is queued. nil on an error (an xrun: the caller recovers and re-anchors).
+    @inline(__always)
+    public func delayFrames() -> Int? {
+        var d: snd_pcm_sframes_t = 0
+        guard snd_pcm_delay(handle, &d) == 0 else { return nil }
+        return Int(d)
+    }
+
+    /// Barge-in: `snd_pcm_drop` "stops the PCM immediately. The pending samples on the
+    /// buffer are ignored" (pcm.c); `snd_pcm_prepare` makes it ready for the next write,
+    /// which starts it again once the start threshold (two periods) is queued.
+    public func discardPending() -> Int32 {
+        let r = snd_pcm_drop(handle)
+        let p = snd_pcm_prepare(handle)
+        return r < 0 ? r : p
+    }
 
     /// Reads up to `buffer.count / channels` frames (S16 PCMs); returns frames read.
     public func read(into buffer: UnsafeMutableBufferPointer<Int16>) throws(ALSAError) -> Int {

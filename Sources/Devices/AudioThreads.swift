@@ -11,7 +11,8 @@ import Platform
 public protocol CaptureSink: AnyObject {
     /// Before the first period of a capture session (again after a device came back).
     func captureStarted(_ format: DeviceFormat)
-    /// One period of raw interleaved samples in `format`, captured at about `time`.
+    /// One period of raw interleaved samples in `format`; `time` is when its first
+    /// frame was captured (a device's: from `snd_pcm_delay`, on the thread's timeline).
     func captured(_ samples: UnsafeRawBufferPointer, frames: Int, format: DeviceFormat, time: Instant)
     /// After the last period of a capture session (stop, end of file, device lost).
     func captureStopped(_ format: DeviceFormat)
@@ -21,9 +22,22 @@ public protocol CaptureSink: AnyObject {
 public protocol PlaybackSource: AnyObject {
     func playbackStarted(_ format: DeviceFormat)
     /// Fills `buffer` with up to `frames` frames in `format`; returns how many it filled
-    /// (the rest is played as silence).
-    func render(into buffer: UnsafeMutableRawBufferPointer, frames: Int, format: DeviceFormat) -> Int
+    /// (the rest is played as silence). `time` is when the first of them will be heard
+    /// (a device's: now plus `snd_pcm_delay`; a file's or the discard sink's: its own
+    /// clock, the moment it is written).
+    func render(into buffer: UnsafeMutableRawBufferPointer, frames: Int, format: DeviceFormat, time: Instant) -> Int
+    /// The device's buffer was just dropped (a flush asked for with
+    /// `PlaybackThread.requestFlush`): drop what is queued here too.
+    func playbackFlushed(at time: Instant)
+    /// After `render`: whether the loop should be told to queue more (the thread then
+    /// writes its `notify` eventfd).
+    var wantsMore: Bool { get }
     func playbackStopped(_ format: DeviceFormat)
+}
+
+extension PlaybackSource {
+    public func playbackFlushed(at time: Instant) {}
+    public var wantsMore: Bool { true }
 }
 
 /// Where capture reads from.
@@ -39,8 +53,14 @@ public enum CaptureInput {
 /// Where playback writes to.
 public enum PlaybackOutput {
     case device(String, PCMRequest)
-    /// A WAV file (16-bit); `paced` consumes at the real-time rate.
+    /// A WAV file (16-bit); `paced` consumes at the real-time rate, on the thread's own
+    /// clock, as a device would: playback hooks, the reference and the playout pull
+    /// work with it as with a speaker.
     case file(String, format: DeviceFormat, paced: Bool)
+    /// No speaker (`playback = none`): consumed at the real-time rate on the thread's
+    /// own clock and written nowhere, so the downlink is still played out (decoded,
+    /// counted) as it would be to a device.
+    case discard(DeviceFormat)
 }
 
 /// The states an audio thread reports (read by the loop for logs and the watchdog).
@@ -55,6 +75,8 @@ public final class AudioThreadCounters: Sendable {
     public let frames = Atomic<UInt64>(0)
     public let xruns = Atomic<UInt64>(0)
     public let reopenings = Atomic<UInt64>(0)
+    /// Playback: flushes carried out (the buffer dropped on request).
+    public let flushes = Atomic<UInt64>(0)
     /// Monotonic nanoseconds of the last period handled: the watchdog's heartbeat.
     public let lastPeriodNanoseconds = Atomic<Int64>(0)
     let stateRaw = Atomic<Int>(AudioThreadState.starting.rawValue)
@@ -142,10 +164,14 @@ struct Pacer {
         return next
     }
 
-    mutating func wait() {
+    /// Sleeps until the next deadline and returns it (monotonic nanoseconds): the time
+    /// a paced stream's period is due, its own clock.
+    @discardableResult
+    mutating func wait() -> Int64 {
         let deadline = advance(now: MonotonicClock.now().nanoseconds)
         var ts = timespec(tv_sec: time_t(deadline / 1_000_000_000), tv_nsec: Int(deadline % 1_000_000_000))
         clock_nanosleep(CLOCK_MONOTONIC, Int32(TIMER_ABSTIME), &ts, nil)
+        return deadline
     }
 }
 
@@ -212,7 +238,33 @@ final class ThreadControl {
     }
 }
 
+/// The device's delay and the instant it held: the clock is read on both sides of
+/// `snd_pcm_delay` and the midpoint taken. A thread pre-empted between the two (the
+/// clock reads more than 0.5 ms apart) cannot say which instant the delay belongs to:
+/// the measurement is not trusted, and the timeline counts on instead of following it.
+@inline(__always)
+func measureDelay(_ pcm: any PCMDevice) -> (now: Instant, delay: Int, trusted: Bool) {
+    let before = MonotonicClock.now().nanoseconds
+    let delay = pcm.delayFrames()
+    let after = MonotonicClock.now().nanoseconds
+    let trusted = delay != nil && after &- before <= 500_000
+    return (Instant(nanoseconds: before &+ (after &- before) / 2), delay ?? 0, trusted)
+}
+
+/// Frames as nanoseconds at `rate`.
+@inline(__always)
+func framesToNanoseconds(_ frames: Int, rate: Int) -> Int64 {
+    Int64(frames) &* 1_000_000_000 / Int64(max(rate, 1))
+}
+
 /// The capture thread: reads one period at a time and hands it to the sink.
+///
+/// Capture time: right after a read of n frames, `snd_pcm_delay` says how long ago the
+/// next frame to read was digitized (the frames still in the buffer plus the ADC path),
+/// so the first frame of this period was digitized (delay + n) frames before now. A
+/// `FrameTimeline` smooths those measurements (the delay is only as fine as the driver's
+/// pointer updates). A file stands in for a microphone: its period was "captured" over
+/// the period that just went by.
 ///
 /// Recovery: an xrun (-EPIPE) or suspend is recovered in place and counted; a device
 /// that disappears (ENODEV, EBADFD, EIO: a USB microphone unplugged) is closed and
@@ -221,7 +273,7 @@ final class ThreadControl {
 /// audio to miss.
 public final class CaptureThread<Sink: CaptureSink> {
     public let counters = AudioThreadCounters()
-    let sink: Sink
+    public let sink: Sink
     let input: CaptureInput
     let control = ThreadControl()
     /// Whether the thread got SCHED_FIFO.
@@ -229,15 +281,21 @@ public final class CaptureThread<Sink: CaptureSink> {
     /// The format of the current capture session.
     public private(set) var format: DeviceFormat
 
-    var pcm: PCM?
+    var pcm: (any PCMDevice)?
     var fileSamples: [UInt8] = []
     var buffer: UnsafeMutableRawPointer
+    var timeline: FrameTimeline
 
     /// Opens the input now (so a missing device or bad file is an error here, on the
     /// caller's thread) and allocates every buffer the thread will use.
-    public init(input: CaptureInput, sink: Sink) throws(DeviceError) {
+    public convenience init(input: CaptureInput, sink: Sink) throws(DeviceError) {
+        try self.init(input: input) { (_: DeviceFormat) throws(DeviceError) -> Sink in sink }
+    }
+
+    /// The same, with the sink built once the device's format is known (the pipeline's
+    /// converter and resampler depend on it).
+    public init(input: CaptureInput, sink build: (DeviceFormat) throws(DeviceError) -> Sink) throws(DeviceError) {
         self.input = input
-        self.sink = sink
         switch input {
         case .device(let name, let request):
             do throws(ALSAError) {
@@ -269,16 +327,23 @@ public final class CaptureThread<Sink: CaptureSink> {
             }
         }
         buffer = .allocate(byteCount: 4 * format.bytesPerFrame * max(format.periodFrames, 1) + 64, alignment: 16)
+        timeline = FrameTimeline(sampleRate: format.sampleRate)
+        do throws(DeviceError) { sink = try build(format) } catch {
+            buffer.deallocate()
+            throw error
+        }
     }
 
     /// Captures from a PCM the caller already opened (tests open one with a local ALSA
-    /// configuration; reopening after a disappearance then uses the system's).
-    public init(pcm: PCM, sink: Sink) {
+    /// configuration, or a stand-in device; reopening after a disappearance then uses
+    /// the system's configuration).
+    public init(pcm: any PCMDevice, sink: Sink) {
         self.input = .device(pcm.device, PCMRequest())
         self.sink = sink
         self.pcm = pcm
         format = pcm.format
         buffer = .allocate(byteCount: 4 * format.bytesPerFrame * max(format.periodFrames, 1) + 64, alignment: 16)
+        timeline = FrameTimeline(sampleRate: format.sampleRate)
     }
 
     deinit {
@@ -327,13 +392,18 @@ public final class CaptureThread<Sink: CaptureSink> {
             if request.paced { pacer.wait() }
             let n = pcm.readRaw(buffer, frames: frames)
             if n > 0 {
-                deliver(frames: n, bytes: n * format.bytesPerFrame)
+                // The first frame of what was just read was digitized delay + n frames ago.
+                let (now, delay, trusted) = measureDelay(pcm)
+                let behind = framesToNanoseconds(delay &+ n, rate: format.sampleRate)
+                let time = timeline.time(measured: Instant(nanoseconds: now.nanoseconds &- behind), frames: n, trusted: trusted)
+                deliver(frames: n, bytes: n * format.bytesPerFrame, time: time, now: now)
                 continue
             }
             let code = Int32(n)
             counters.lastError.store(code, ordering: .relaxed)
             if code == -EPIPE || code == -ESTRPIPE {
                 counters.xruns.add(1, ordering: .relaxed)
+                timeline.reset()
                 if pcm.recover(code) >= 0 { continue }
             }
             if code == -EAGAIN || code == -EINTR { continue }
@@ -347,6 +417,7 @@ public final class CaptureThread<Sink: CaptureSink> {
         control.reopen(counters) {
             guard let p = try? PCM(device: name, stream: .capture, request: request), p.format == format else { return false }
             pcm = p
+            timeline.reset()
             sink.captureStarted(format)
             return true
         }
@@ -369,15 +440,18 @@ public final class CaptureThread<Sink: CaptureSink> {
                 buffer.copyMemory(from: all.baseAddress! + offset, byteCount: n)
                 offset += n
                 if paced { pacer.wait() }
-                deliver(frames: n / format.bytesPerFrame, bytes: n)
+                let now = MonotonicClock.now()
+                // A paced file is "captured" over the period that just went by.
+                let frames = n / format.bytesPerFrame
+                let time = paced ? Instant(nanoseconds: now.nanoseconds &- framesToNanoseconds(frames, rate: format.sampleRate)) : now
+                deliver(frames: frames, bytes: n, time: time, now: now)
             }
         }
     }
 
     @inline(__always)
-    func deliver(frames: Int, bytes: Int) {
-        let now = MonotonicClock.now()
-        sink.captured(UnsafeRawBufferPointer(start: buffer, count: bytes), frames: frames, format: format, time: now)
+    func deliver(frames: Int, bytes: Int, time: Instant, now: Instant) {
+        sink.captured(UnsafeRawBufferPointer(start: buffer, count: bytes), frames: frames, format: format, time: time)
         counters.periods.add(1, ordering: .relaxed)
         counters.frames.add(UInt64(frames), ordering: .relaxed)
         counters.lastPeriodNanoseconds.store(now.nanoseconds, ordering: .relaxed)
@@ -389,35 +463,62 @@ public enum DeviceError: Error, Equatable, Sendable, CustomStringConvertible {
     case alsa(ALSAError)
     case file(FileError)
     case thread(SystemError)
+    /// The pipeline for the device's format could not be built (a rate or channel
+    /// count the converter or resampler does not take).
+    case pipeline(AudioError)
 
     public var description: String {
         switch self {
         case .alsa(let e): return e.description
         case .file(let e): return e.description
         case .thread(let e): return "cannot start the audio thread: \(e)"
+        case .pipeline(let e): return e.description
         }
     }
 }
 
 /// The playback thread: asks the source for one period at a time and writes it.
 ///
+/// Play-out time: just before a period is written, `snd_pcm_delay` says how long a
+/// frame written now takes to be heard, so the period's first frame is heard at now +
+/// delay (smoothed by a `FrameTimeline`). A file or the discard sink runs on its own
+/// clock (paced) and "plays" a period the moment it is due. After rendering, the
+/// thread writes the eventfd given as `notify`: the loop then tops the ring up, so
+/// playout follows this device's clock.
+///
+/// Flush (barge-in): `requestFlush()` from the loop; at the top of its next period
+/// (within one period, the time one blocking write can take) the thread drops the
+/// ring (through the source) and the device's buffer (`snd_pcm_drop` +
+/// `snd_pcm_prepare`): the thread that writes the PCM is the one that drops it, so no
+/// other thread touches the handle.
+///
 /// Underruns (-EPIPE) are recovered and counted; a device that disappears is reopened
 /// with backoff like capture. A file output is written as 16-bit WAV; its writes are
 /// system calls, which a file stand-in for a speaker may make.
 public final class PlaybackThread<Source: PlaybackSource> {
     public let counters = AudioThreadCounters()
-    let source: Source
+    public let source: Source
     let output: PlaybackOutput
     let control = ThreadControl()
     public var realtime: Bool { control.realtime }
     public let format: DeviceFormat
-    var pcm: PCM?
+    var pcm: (any PCMDevice)?
     var writer: WAVWriter?
     let buffer: UnsafeMutableRawPointer
+    /// Written after every period rendered (set before `start`).
+    public var notify: EventFD?
+    let flushRequests = Atomic<UInt64>(0)
+    var flushesDone: UInt64 = 0
+    /// Set (release) once the file output failed: `fileFailure` may then be read.
+    let fileFailed = Atomic<Bool>(false)
 
-    public init(output: PlaybackOutput, source: Source) throws(DeviceError) {
+    public convenience init(output: PlaybackOutput, source: Source) throws(DeviceError) {
+        try self.init(output: output) { (_: DeviceFormat) throws(DeviceError) -> Source in source }
+    }
+
+    /// The same, with the source built once the device's format is known.
+    public init(output: PlaybackOutput, source build: (DeviceFormat) throws(DeviceError) -> Source) throws(DeviceError) {
         self.output = output
-        self.source = source
         switch output {
         case .device(let name, let request):
             do throws(ALSAError) {
@@ -436,7 +537,24 @@ public final class PlaybackThread<Source: PlaybackSource> {
                 throw .file(error)
             }
             format = f16
+        case .discard(let f):
+            var f16 = f
+            f16.sampleFormat = .s16LE
+            format = f16
         }
+        buffer = .allocate(byteCount: format.bytesPerFrame * max(format.periodFrames, 1) + 64, alignment: 16)
+        do throws(DeviceError) { source = try build(format) } catch {
+            buffer.deallocate()
+            throw error
+        }
+    }
+
+    /// Plays to a PCM the caller already opened (tests: a stand-in with a known delay).
+    public init(pcm: any PCMDevice, source: Source) {
+        output = .device(pcm.device, PCMRequest())
+        self.source = source
+        self.pcm = pcm
+        format = pcm.format
         buffer = .allocate(byteCount: format.bytesPerFrame * max(format.periodFrames, 1) + 64, alignment: 16)
     }
 
@@ -458,9 +576,19 @@ public final class PlaybackThread<Source: PlaybackSource> {
         pcm?.drain()
     }
 
+    /// Asks the thread to drop what is queued, in the ring and in the device, at the
+    /// start of its next period (any thread; `counters.flushes` counts it done).
+    public func requestFlush() { flushRequests.add(1, ordering: .releasing) }
+
     /// The first write error of a file output, if any. Read it after `stop()` or
-    /// `finish()`: the thread that writes the file must have been joined.
+    /// `finish()`, or once `fileFailedNow` is true (the thread writes nothing after it).
     public var fileFailure: FileError? { writer?.failure }
+
+    /// Whether the file output has failed (safe to ask while the thread runs).
+    public var fileFailedNow: Bool { fileFailed.load(ordering: .acquiring) }
+
+    /// Seconds of audio in the file output: read it under the same rule as `fileFailure`.
+    public var fileSeconds: Double { writer?.seconds ?? 0 }
 
     /// Closes a file output now (its header gets the final sizes).
     public func finish() throws(DeviceError) {
@@ -474,31 +602,57 @@ public final class PlaybackThread<Source: PlaybackSource> {
         let frames = format.periodFrames
         let bytes = frames * format.bytesPerFrame
         var pacer = Pacer(periodFrames: frames, sampleRate: format.sampleRate)
+        var timeline = FrameTimeline(sampleRate: format.sampleRate)
         var paced = false
-        if case .file(_, _, let p) = output { paced = p }
-        if case .device(_, let request) = output { paced = request.paced }
+        var ownClock = false
+        switch output {
+        case .file(_, _, let p): paced = p; ownClock = true
+        case .discard: paced = true; ownClock = true
+        case .device(_, let request): paced = request.paced
+        }
         let raw = UnsafeMutableRawBufferPointer(start: buffer, count: bytes)
         while control.isRunning {
-            let filled = source.render(into: raw, frames: frames, format: format)
+            let requests = flushRequests.load(ordering: .acquiring)
+            if requests != flushesDone {
+                flush(requests)
+                timeline.reset()
+            }
+            let time: Instant
+            if ownClock {
+                // Heard the moment it is due: the pacer's deadline is this sink's clock.
+                time = paced ? Instant(nanoseconds: pacer.wait()) : MonotonicClock.now()
+            } else {
+                guard let pcm else {
+                    if case .device(let name, let request) = output { reopen(name: name, request: request) }
+                    timeline.reset()
+                    continue
+                }
+                if paced { pacer.wait() }
+                // Before the write: a frame written now is heard `delay` frames from now.
+                let (now, delay, trusted) = measureDelay(pcm)
+                let ahead = framesToNanoseconds(delay, rate: format.sampleRate)
+                time = timeline.time(measured: Instant(nanoseconds: now.nanoseconds &+ ahead), frames: frames, trusted: trusted)
+            }
+            let filled = source.render(into: raw, frames: frames, format: format, time: time)
+            // The ring has room now: the loop tops it up while this period is written
+            // (only when it fell below its mark: one wake-up per downlink frame, not per
+            // period).
+            if source.wantsMore { notify?.signal() }
             if filled < frames {
                 (buffer + filled * format.bytesPerFrame).initializeMemory(as: UInt8.self, repeating: 0, count: bytes - filled * format.bytesPerFrame)
             }
-            if let writer {
-                if paced {
-                    pacer.wait()
+            if ownClock {
+                if let writer, !fileFailed.load(ordering: .relaxed) {
+                    let samples = UnsafeBufferPointer(start: buffer.assumingMemoryBound(to: Int16.self), count: frames * format.channels)
+                    if (try? writer.write(samples)) == nil {
+                        counters.lastError.store(-EIO, ordering: .relaxed)
+                        fileFailed.store(true, ordering: .releasing)
+                    }
                 }
-                let samples = UnsafeBufferPointer(start: buffer.assumingMemoryBound(to: Int16.self), count: frames * format.channels)
-                if (try? writer.write(samples)) == nil { counters.lastError.store(-EIO, ordering: .relaxed) }
                 account(frames: frames)
                 continue
             }
-            guard let pcm else {
-                if case .device(let name, let request) = output { reopen(name: name, request: request) }
-                continue
-            }
-            if paced {
-                pacer.wait()
-            }
+            guard let pcm else { continue }
             var offset = 0
             while offset < frames && control.isRunning {
                 let n = pcm.writeRaw(buffer + offset * format.bytesPerFrame, frames: frames - offset)
@@ -507,6 +661,7 @@ public final class PlaybackThread<Source: PlaybackSource> {
                 counters.lastError.store(code, ordering: .relaxed)
                 if code == -EPIPE || code == -ESTRPIPE {
                     counters.xruns.add(1, ordering: .relaxed)
+                    timeline.reset()
                     if pcm.recover(code) >= 0 { continue }
                 }
                 if code == -EAGAIN || code == -EINTR { continue }
@@ -518,6 +673,18 @@ public final class PlaybackThread<Source: PlaybackSource> {
         }
         source.playbackStopped(format)
         counters.set(.stopped)
+    }
+
+    /// Drops the ring's audio (the source's) and the device's buffer.
+    func flush(_ requests: UInt64) {
+        let now = MonotonicClock.now()
+        source.playbackFlushed(at: now)
+        if let pcm {
+            let r = pcm.discardPending()
+            if r < 0 { counters.lastError.store(r, ordering: .relaxed) }
+        }
+        flushesDone = requests
+        counters.flushes.add(1, ordering: .releasing)
     }
 
     @inline(__always)

@@ -29,20 +29,6 @@ import Wire
 import Platform
 import Audio
 
-/// A GPIO line: by name (`GPIO17`, as the device tree names it) or chip and offset.
-public enum GPIOLineID: Sendable, Equatable, CustomStringConvertible {
-    case name(String)
-    /// A chip by name (`gpiochip0`), path, number or label, and the line's offset.
-    case chip(String, offset: Int)
-
-    public var description: String {
-        switch self {
-        case .name(let n): return n
-        case .chip(let c, let o): return "\(c):\(o)"
-        }
-    }
-}
-
 /// Why a GPIO line (button or LED) or the LED SPI device could not be used.
 public enum GPIOError: Error, Equatable, Sendable, CustomStringConvertible {
     /// No `/dev/gpiochip*` exists (not a board with GPIO, or a container without it).
@@ -289,7 +275,7 @@ public struct ResolvedLine: Sendable, Equatable {
 }
 
 /// Finds `id` among `chips`, or says what there is instead.
-public func resolveLine(_ id: GPIOLineID, chips: [GPIOChipEntry]) throws(GPIOError) -> ResolvedLine {
+public func resolveLine(_ id: GPIOLine, chips: [GPIOChipEntry]) throws(GPIOError) -> ResolvedLine {
     guard !chips.isEmpty else { throw .noChips }
     switch id {
     case .name(let wanted):
@@ -376,7 +362,7 @@ public final class GPIOButton {
 
     /// Opens the button: finds the line, requests both edges active-low with a pull-up
     /// (without it if refused, with a warning), and reads its level.
-    public static func open(line id: GPIOLineID, mode: PTTMode,
+    public static func open(line id: GPIOLine, mode: PTTMode,
                             debounce: Duration = ButtonLogic.defaultDebounce,
                             longPress: Duration? = ButtonLogic.defaultLongPress,
                             library: any GPIOLibrary = LibGPIOD(),

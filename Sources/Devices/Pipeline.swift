@@ -15,7 +15,12 @@ import Platform
 /// Each 10 ms frame's capture time travels beside it (`popFrame` returns it), so the
 /// loop can tell fresh audio from audio that waited behind a stall and drop the latter
 /// (`UplinkClock`). Frames go into the ring whole or not at all, which keeps the
-/// samples and their times in step.
+/// samples and their times in step. A frame's time is its first sample's: the period's
+/// capture time (the thread's, from `snd_pcm_delay`) plus the samples before it.
+///
+/// With a `reference` (a duplex pipeline), each frame's playback reference is cut out
+/// for that same instant before the hooks run, so a capture hook (echo cancellation)
+/// finds in `reference.samples` what the speaker played while this frame was captured.
 public final class CapturePipeline: CaptureSink, @unchecked Sendable {
     public let device: DeviceFormat
     public let format: AudioFormat
@@ -41,13 +46,16 @@ public final class CapturePipeline: CaptureSink, @unchecked Sendable {
     var pushedFrames = 0
     /// Samples taken with `popFrame` (loop only).
     var poppedSamples = 0
+    /// What the speaker played, aligned to each frame here (capture thread).
+    public let reference: PlaybackReference?
 
     /// - Parameters:
     ///   - channel: the device channel to use (nil: average all channels).
     ///   - ringFrames: 10 ms frames the uplink ring holds (rounded up to a power of two).
     public init(device: DeviceFormat, rate: SampleRate, channel: Int?, chain: HookChain, notify: EventFD,
-                ringFrames: Int = 32) throws(AudioError) {
+                ringFrames: Int = 32, reference: PlaybackReference? = nil) throws(AudioError) {
         self.device = device
+        self.reference = reference
         self.chain = chain
         self.notify = notify
         format = try AudioFormat(sampleRate: rate, channels: 1)
@@ -80,9 +88,9 @@ public final class CapturePipeline: CaptureSink, @unchecked Sendable {
         times.deallocate()
     }
 
-    /// Loop side: pops exactly `destination.count` samples (a 20 ms frame) if that many
-    /// are waiting, and returns the capture time of the 10 ms frame its first sample
-    /// belongs to; nil (nothing popped) otherwise. Use either this or `ring.pop`, not
+    /// Loop side: pops exactly `destination.count` samples (one media frame, a whole
+    /// number of 10 ms frames) if that many are waiting, and returns the capture time of
+    /// the 10 ms frame its first sample belongs to; nil (nothing popped) otherwise. Use either this or `ring.pop`, not
     /// both: the time lookup counts the samples taken here.
     public func popFrame(into destination: UnsafeMutableBufferPointer<Int16>) -> Instant? {
         guard ring.availableToRead >= destination.count else { return nil }
@@ -121,7 +129,12 @@ public final class CapturePipeline: CaptureSink, @unchecked Sendable {
             offset &+= take
             if filled == perFrame {
                 filled = 0
-                let info = FrameInfo(format: self.format, sequence: sequence, captureTime: time)
+                // The frame's first sample, counted from this period's first (negative:
+                // it began in the previous period).
+                let first = Int64(offset &- perFrame)
+                let frameTime = Instant(nanoseconds: time.nanoseconds &+ first &* 1_000_000_000 / Int64(self.format.sampleRate.hertz))
+                reference?.align(to: frameTime)
+                let info = FrameInfo(format: self.format, sequence: sequence, captureTime: frameTime)
                 sequence &+= 1
                 // `.silence` has already zeroed the frame inside the chain.
                 _ = chain.process(frame, info)
@@ -130,7 +143,7 @@ public final class CapturePipeline: CaptureSink, @unchecked Sendable {
                 if ring.capacity &- ring.availableToRead < perFrame {
                     overflows.xruns.add(1, ordering: .relaxed)
                 } else {
-                    times[pushedFrames & timeMask] = time.nanoseconds
+                    times[pushedFrames & timeMask] = frameTime.nanoseconds
                     _ = ring.push(UnsafeBufferPointer(frame))
                     pushedFrames &+= 1
                 }
@@ -143,21 +156,44 @@ public final class CapturePipeline: CaptureSink, @unchecked Sendable {
 /// The playback side: the downlink ring (pipeline rate, mono) → playback hooks (the same
 /// hook API as capture, on remote audio before the speaker) → device channels and
 /// sample format. An empty ring plays silence and counts an underrun.
+///
+/// Each 10 ms frame's `captureTime` is when it will be heard (the thread's play-out
+/// time for the period plus the samples before the frame). With a `reference`, what
+/// the hooks left is handed to the capture side in whole 10 ms frames, each stamped
+/// with the time its first sample is heard.
 public final class PlaybackPipeline: PlaybackSource, @unchecked Sendable {
     public let ring: SampleRing
     public let rate: SampleRate
     /// Hooks run on the playback thread on each 10 ms frame before it is written.
-    public let chain = HookChain()
+    public let chain: HookChain
+    /// Where what the speaker plays goes for the capture side (nil: nobody needs it).
+    public let reference: PlaybackReference?
     let format: AudioFormat
     var sequence: UInt64 = 0
     let mono: UnsafeMutableBufferPointer<Int16>
     let resampler: Resampler?
     let resampled: UnsafeMutableBufferPointer<Int16>
+    /// A 10 ms frame of what was played, filling up for the reference, and when its first
+    /// sample is heard.
+    let staged: UnsafeMutableBufferPointer<Int16>
+    var stagedCount = 0
+    var stagedTime: Int64 = 0
     /// Periods with fewer samples than needed (the network or the loop fell behind).
     public let underruns = AudioThreadCounters()
+    /// Samples dropped from the ring by flushes.
+    public let flushedSamples = Atomic<UInt64>(0)
+    /// Below this many samples in the ring after a period, the loop is asked for more
+    /// (`wantsMore`); DuplexAudio sets its playout target here. Int.max: every period.
+    public let lowWater = Atomic<Int>(Int.max)
+    /// The ring's write position when the loop asked for the flush (`markFlush`): what
+    /// was queued after it is new audio and stays. Int.max: drop everything.
+    let flushMark = Atomic<Int>(Int.max)
 
-    public init(rate: SampleRate, deviceRate: Int, maxPeriodFrames: Int, ringFrames: Int = 32) throws(AudioError) {
+    public init(rate: SampleRate, deviceRate: Int, maxPeriodFrames: Int, ringFrames: Int = 32,
+                chain: HookChain = HookChain(), reference: PlaybackReference? = nil) throws(AudioError) {
         self.rate = rate
+        self.chain = chain
+        self.reference = reference
         format = try AudioFormat(sampleRate: rate, channels: 1)
         var capacity = 1
         while capacity < ringFrames * rate.samplesPerFrame { capacity <<= 1 }
@@ -169,35 +205,76 @@ public final class PlaybackPipeline: PlaybackSource, @unchecked Sendable {
         mono.initialize(repeating: 0)
         resampled = .allocate(capacity: (resampler?.maxOutputSamples(forInputFrames: inputFrames * 2) ?? 1) + maxPeriodFrames)
         resampled.initialize(repeating: 0)
+        staged = .allocate(capacity: rate.samplesPerFrame)
+        staged.initialize(repeating: 0)
     }
 
     deinit {
         mono.deallocate()
         resampled.deallocate()
+        staged.deallocate()
     }
 
-    public func playbackStarted(_ format: DeviceFormat) { chain.start(self.format) }
+    public func playbackStarted(_ format: DeviceFormat) {
+        stagedCount = 0
+        chain.start(self.format)
+    }
+
     public func playbackStopped(_ format: DeviceFormat) { chain.stop() }
 
-    public func render(into buffer: UnsafeMutableRawBufferPointer, frames: Int, format: DeviceFormat) -> Int {
+    public var wantsMore: Bool { ring.availableToRead < lowWater.load(ordering: .relaxed) }
+
+    /// Loop side, before asking the playback thread to flush: marks where the audio to
+    /// drop ends in the ring.
+    public func markFlush() { flushMark.store(ring.writePosition, ordering: .relaxed) }
+
+    /// Barge-in: what waited in the ring (up to the mark) is never played, and the
+    /// reference learns that what was queued in the device from `time` on was not heard
+    /// either.
+    public func playbackFlushed(at time: Instant) {
+        let mark = flushMark.exchange(Int.max, ordering: .acquiring)
+        let n = ring.discard(upTo: mark == Int.max ? nil : mark)
+        flushedSamples.add(UInt64(n), ordering: .relaxed)
+        stagedCount = 0
+        reference?.flushed(at: time)
+    }
+
+    public func render(into buffer: UnsafeMutableRawBufferPointer, frames: Int, format: DeviceFormat, time: Instant) -> Int {
         // Samples at the pipeline rate that make `frames` at the device rate.
-        let need = resampler == nil ? frames : frames * rate.hertz / format.sampleRate
-        let got = ring.pop(into: UnsafeMutableBufferPointer(rebasing: mono[0..<min(need, mono.count)]))
+        let need = min(resampler == nil ? frames : frames * rate.hertz / format.sampleRate, mono.count)
+        let got = ring.pop(into: UnsafeMutableBufferPointer(rebasing: mono[0..<need]))
         if got < need {
             underruns.xruns.add(1, ordering: .relaxed)
-            for i in got..<min(need, mono.count) { mono[i] = 0 }
+            for i in got..<need { mono[i] = 0 }
         }
+        let hz = Int64(rate.hertz)
         // Playback hooks see whole 10 ms frames (a period is 10 ms; any remainder of an
         // odd-sized period is played unhooked rather than split).
         let perFrame = rate.samplesPerFrame
         var start = 0
-        while start + perFrame <= min(need, mono.count) {
-            let info = FrameInfo(format: self.format, sequence: sequence, captureTime: Instant(nanoseconds: 0))
+        while start + perFrame <= need {
+            let heard = Instant(nanoseconds: time.nanoseconds &+ Int64(start) &* 1_000_000_000 / hz)
+            let info = FrameInfo(format: self.format, sequence: sequence, captureTime: heard)
             sequence &+= 1
             _ = chain.process(UnsafeMutableBufferPointer(rebasing: mono[start..<(start + perFrame)]), info)
             start += perFrame
         }
-        var source = UnsafeBufferPointer(rebasing: mono[0..<min(need, mono.count)])
+        if let reference {
+            // Whole 10 ms frames for the capture side, whatever the period's size.
+            var i = 0
+            while i < need {
+                if stagedCount == 0 { stagedTime = time.nanoseconds &+ Int64(i) &* 1_000_000_000 / hz }
+                let take = min(perFrame &- stagedCount, need &- i)
+                for k in 0..<take { staged[stagedCount &+ k] = mono[i &+ k] }
+                stagedCount &+= take
+                i &+= take
+                if stagedCount == perFrame {
+                    reference.played(UnsafeBufferPointer(staged), at: Instant(nanoseconds: stagedTime))
+                    stagedCount = 0
+                }
+            }
+        }
+        var source = UnsafeBufferPointer(rebasing: mono[0..<need])
         if let resampler, let m = try? resampler.process(source, into: resampled) {
             source = UnsafeBufferPointer(rebasing: resampled[0..<m])
         }

@@ -17,6 +17,7 @@ import CALSA
 import CGPIOD
 import Wire
 import Platform
+import Audio
 
 /// What the LEDs show.
 public enum LightState: String, Sendable, Equatable, CaseIterable {
@@ -209,7 +210,7 @@ public final class GPIOLEDOutput: LightOutput {
     public var count: Int { lines.count }
 
     /// Requests each line as an output, off. `activeLow` for LEDs wired from 3.3 V to the pin.
-    public init(lines ids: [GPIOLineID], activeLow: Bool = false, library: any GPIOLibrary = LibGPIOD()) throws(GPIOError) {
+    public init(lines ids: [GPIOLine], activeLow: Bool = false, library: any GPIOLibrary = LibGPIOD()) throws(GPIOError) {
         let chips = library.chips()
         var lines: [any GPIORequestedLine] = []
         var names: [String] = []

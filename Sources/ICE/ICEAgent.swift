@@ -42,8 +42,7 @@ public struct ICEAgent<R: RandomNumberGenerator> {
     private var pairs: [CandidatePair] = []
     private var triggered: [Int] = []
     private var transactions: [Transaction] = []
-    private var outputs: [ICEOutput] = []
-    private var outputHead = 0
+    private var outputs = OutputQueue<ICEOutput>()
 
     private var nextPacing: Instant? = nil
     private var lastPaced: Instant? = nil
@@ -256,15 +255,7 @@ public struct ICEAgent<R: RandomNumberGenerator> {
 
     /// The next output; `.timeout` when there is nothing else to do now.
     public mutating func pollOutput() -> ICEOutput {
-        if outputHead < outputs.count {
-            let o = outputs[outputHead]
-            outputHead += 1
-            if outputHead == outputs.count {
-                outputs.removeAll(keepingCapacity: true)
-                outputHead = 0
-            }
-            return o
-        }
+        if let o = outputs.popFirst() { return o }
         return .timeout(nextDeadline())
     }
 

@@ -171,8 +171,8 @@ public final class Peer {
     public private(set) var consentLost = false
     var gathered: [Candidate] = []
     public private(set) var gatheringComplete = false
-    var events: [PeerEvent] = []
-    var transmits: [(bytes: [UInt8], from: SocketAddress, to: SocketAddress)] = []
+    var events = OutputQueue<PeerEvent>()
+    var transmits = OutputQueue<(bytes: [UInt8], from: SocketAddress, to: SocketAddress)>()
     var pair: ICESelectedPair?
     /// Where the last DTLS datagram came from (and arrived on): the server's reply path
     /// when its ICE has not selected a pair yet.
@@ -348,15 +348,35 @@ public final class Peer {
             }
             receiveDTLS(bytes, from: from, local: local, now: now)
         case 128...191:
-            guard ice.isValidated(local: local, remote: from) else {
-                stats.unvalidatedDropped += 1
-                return
-            }
-            ice.noteInbound(now: now)
-            receiveSRTP(bytes, now: now)
+            // SRTP is unprotected in place: in a copy, since the caller keeps its array.
+            var packet = bytes
+            packet.withUnsafeMutableBytes { receiveMedia($0, from: from, local: local, now: now) }
         default:
             stats.malformed += 1
         }
+    }
+
+    /// The same for a datagram in the caller's receive buffer, which it borrows for the
+    /// call and may overwrite: SRTP/SRTCP is authenticated and decrypted in place there
+    /// (libsrtp works in place), so an audio packet is copied once, its payload into the
+    /// `.audio` event, between the socket and the jitter buffer. STUN and DTLS (control
+    /// traffic, a few packets a second) are copied into arrays as `handleInput(_:)` takes them.
+    public func handleInput(_ datagram: UnsafeMutableRawBufferPointer, from: SocketAddress, local: SocketAddress, now: Instant) {
+        guard !closed, datagram.count > 0 else { return }
+        if (128...191).contains(datagram[0]) {
+            receiveMedia(datagram, from: from, local: local, now: now)
+        } else {
+            handleInput(Array(datagram), from: from, local: local, now: now)
+        }
+    }
+
+    func receiveMedia(_ packet: UnsafeMutableRawBufferPointer, from: SocketAddress, local: SocketAddress, now: Instant) {
+        guard ice.isValidated(local: local, remote: from) else {
+            stats.unvalidatedDropped += 1
+            return
+        }
+        ice.noteInbound(now: now)
+        receiveSRTP(packet, now: now)
     }
 
     func receiveDTLS(_ bytes: [UInt8], from: SocketAddress, local: SocketAddress, now: Instant) {
@@ -412,11 +432,8 @@ public final class Peer {
     }
 
     public func pollOutput() -> PeerOutput {
-        if !transmits.isEmpty {
-            let t = transmits.removeFirst()
-            return .transmit(bytes: t.bytes, from: t.from, to: t.to)
-        }
-        if !events.isEmpty { return .event(events.removeFirst()) }
+        if let t = transmits.popFirst() { return .transmit(bytes: t.bytes, from: t.from, to: t.to) }
+        if let e = events.popFirst() { return .event(e) }
         // A closed or failed connection asks for no more timeouts.
         if closed { return .timeout(.distantFuture) }
         var deadline = iceDeadline
@@ -445,6 +462,35 @@ public final class Peer {
             return try? outbound.protectRTP(buffer, length: n)
         }
         guard let length = result else { return }
+        stats.rtpSent += 1
+        stats.rtpBytesSent += length
+        transmits.append((Array(scratch[0..<length]), path.local, path.remote))
+    }
+
+    /// Sends one frame of `samples` 48 kHz ticks whose payload `encode` writes straight
+    /// into the packet: it gets the space after the RTP header (SRTP's tag still fits
+    /// behind it) and returns the payload length, or nil when there is nothing to send
+    /// (the frame's time passes, as for `skipAudio`). The header is written in front,
+    /// SRTP protects in place, and the one copy is the datagram handed to `pollOutput`
+    /// (before: the encoder's packet, the RTP packet and the datagram, three copies).
+    ///
+    /// `encode` is called whether or not the packet can go (an encoder sees every frame,
+    /// so its state and figures do not depend on the connection); the same rules as
+    /// `sendAudio(_:samples:now:)` then decide.
+    public func sendAudio(samples: UInt32, now: Instant, encode: (UnsafeMutableRawBufferPointer) -> Int?) {
+        let header = RTPPacket.fixedHeaderLength
+        let length: Int? = scratch.withUnsafeMutableBytes { buffer in
+            let room = UnsafeMutableRawBufferPointer(rebasing: buffer[header..<(buffer.count - SRTPContext.rtpOverhead)])
+            guard let n = encode(room), n >= 0, n <= room.count else { return nil }
+            guard connected, let outbound, currentPath != nil, negotiated?.audioDirection.sends ?? false else { return nil }
+            guard let packet = try? sender.packetize(payloadLength: n, samples: samples, now: now, into: buffer) else { return nil }
+            return try? outbound.protectRTP(buffer, length: packet)
+        }
+        guard let length, let path = currentPath else {
+            // Not sent (nothing encoded, not connected, not ours to send): time moves on.
+            if length == nil { sender.skip(samples: samples) }
+            return
+        }
         stats.rtpSent += 1
         stats.rtpBytesSent += length
         transmits.append((Array(scratch[0..<length]), path.local, path.remote))
@@ -664,26 +710,25 @@ public final class Peer {
         events.append(.failed(error))
     }
 
-    func receiveSRTP(_ bytes: [UInt8], now: Instant) {
-        guard connected, let inbound, bytes.count >= 12 else { stats.malformed += 1; return }
-        var packet = bytes
+    /// SRTP or SRTCP in `packet`, decrypted in place.
+    func receiveSRTP(_ packet: UnsafeMutableRawBufferPointer, now: Instant) {
+        guard connected, let inbound, packet.count >= 12 else { stats.malformed += 1; return }
         // RFC 5761 §4: with rtcp-mux, payload types 192–223 (the second byte,
         // including the marker bit) are RTCP.
-        let isRTCP = (192...223).contains(bytes[1])
+        let isRTCP = (192...223).contains(packet[1])
         let length: Int
         do throws(SRTPError) {
-            length = try packet.withMutableBytes { (raw: UnsafeMutableRawBufferPointer) throws(SRTPError) -> Int in
-                isRTCP ? try inbound.unprotectRTCP(raw, length: raw.count) : try inbound.unprotectRTP(raw, length: raw.count)
-            }
+            length = isRTCP ? try inbound.unprotectRTCP(packet, length: packet.count) : try inbound.unprotectRTP(packet, length: packet.count)
         } catch {
             stats.srtpDropped += 1
             return
         }
+        let plain = UnsafeRawBufferPointer(rebasing: packet[0..<length])
         if isRTCP {
-            receiveRTCP(Array(packet[0..<length]), now: now)
+            receiveRTCP(Array(plain), now: now)
             return
         }
-        guard let rtp = try? RTPPacket.parse(Array(packet[0..<length])) else { stats.malformed += 1; return }
+        guard let rtp = try? RTPPacket.parse(plain) else { stats.malformed += 1; return }
         guard rtp.header.payloadType == (negotiated?.opusPayloadType ?? sender.payloadType) else { return }
         // Audio the negotiated direction does not let us receive is not played (RFC 3264 §6.1).
         guard negotiated?.audioDirection.receives ?? false else {
@@ -699,7 +744,9 @@ public final class Peer {
             return
         }
         stats.rtpReceived += 1
-        let payload = Array(packet[rtp.payload])
+        // The one copy of a received packet: the event owns its payload, and the jitter
+        // buffer keeps that array as it is.
+        let payload = Array(plain[rtp.payload])
         events.append(.audio(ReceivedAudio(sequence: extended, timestamp: rtp.header.timestamp, marker: rtp.header.marker,
                                            payload: payload, arrival: now)))
     }

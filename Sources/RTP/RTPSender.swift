@@ -40,14 +40,34 @@ public struct RTPSender: Sendable {
         let header = RTPHeader(marker: startOfTalkspurt, payloadType: payloadType, sequenceNumber: sequenceNumber,
                                timestamp: timestamp, ssrc: ssrc)
         let n = try header.write(payload: payload, into: buffer)
+        sent(payloadLength: payload.count, samples: samples, now: now)
+        return n
+    }
+
+    /// Writes the header of one packet whose payload (`payloadLength` bytes) the caller
+    /// has already put right after it, at `buffer[12...]` (no CSRCs, no extension): the
+    /// encoder writes straight into the packet, so the payload is never copied. Returns
+    /// the packet length.
+    public mutating func packetize(payloadLength: Int, samples: UInt32, now: Instant,
+                                   into buffer: UnsafeMutableRawBufferPointer) throws(RTPError) -> Int {
+        guard payloadLength >= 0, RTPPacket.fixedHeaderLength + payloadLength <= buffer.count else { throw .noSpace }
+        let header = RTPHeader(marker: startOfTalkspurt, payloadType: payloadType, sequenceNumber: sequenceNumber,
+                               timestamp: timestamp, ssrc: ssrc)
+        let n = try header.write(payload: UnsafeRawBufferPointer(start: nil, count: 0), into: buffer)
+        sent(payloadLength: payloadLength, samples: samples, now: now)
+        return n + payloadLength
+    }
+
+    /// A packet went out: the next one follows it in sequence and time, and the figures
+    /// for the sender report (RFC 3550 §6.4.1) count it.
+    mutating func sent(payloadLength: Int, samples: UInt32, now: Instant) {
         startOfTalkspurt = false
         lastSentTimestamp = timestamp
         lastSentInstant = now
         sequenceNumber &+= 1
         timestamp &+= samples
         packetCount &+= 1
-        octetCount &+= UInt32(truncatingIfNeeded: payload.count)
-        return n
+        octetCount &+= UInt32(truncatingIfNeeded: payloadLength)
     }
 
     /// A frame that is not sent (DTX silence or mute): time moves on, the sequence

@@ -66,20 +66,6 @@ public enum CaptureChannel: Sendable, Equatable {
     case index(Int)
 }
 
-/// A push-to-talk GPIO line: a line name (`GPIO17`) or `CHIP:OFFSET` (`gpiochip0:17`).
-public enum GPIOLine: Sendable, Equatable, CustomStringConvertible {
-    case name(String)
-    case chip(String, offset: Int)
-
-    /// As the config spells it: `GPIO17` or `gpiochip0:17`.
-    public var description: String {
-        switch self {
-        case .name(let n): return n
-        case .chip(let c, let o): return "\(c):\(o)"
-        }
-    }
-}
-
 /// `HOST:PORT` (IPv6 hosts in brackets), as `--stun` takes it.
 public struct HostPort: Sendable, Equatable, CustomStringConvertible {
     public var host: String

@@ -153,7 +153,7 @@ extension SettingsTable {
         // Parsed and kept, not yet honoured: the audio path frames 20 ms (the duplex
         // audio work reads it).
         .value("frame-ms", .whole(0...1000, "10 or 20", metavar: "10|20", valid: { $0 == 10 || $0 == 20 }), .codec, [.agent, .audio],
-               default: "20", example: "10", "frame duration (the audio path frames 20 ms for now)") { $0.frameMS = $1 },
+               default: "20", example: "10", "frame duration: each Opus packet and RTP step (48 × frame-ms ticks)") { $0.frameMS = $1 },
 
         .value("pace", .boolean, .audioEnds, .audio, default: "false",
                "pace devices in Linnet (ALSA null and file plugins run on no clock)") { $0.pace = $1 },

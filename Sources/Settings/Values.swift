@@ -2,6 +2,7 @@
 // help shows for it, and what a refused value should have been. Pure and allocation-light;
 // no C library (Embedded Swift has no strtod), so decimals are parsed here.
 import Wire
+import Audio
 import Signaling
 
 /// How one kind of value is read. `parse` answers nil for text the kind does not take;

@@ -8,8 +8,10 @@ import Platform
 import Audio
 import Codec
 import Devices
+import Media
 import Agent
 import Settings
+import Runtime
 
 enum AudioCommand {
     static func run(_ args: [String]) -> ExitStatus {
@@ -29,7 +31,19 @@ enum AudioCommand {
         }
     }
 
-    /// File to file, as fast as the CPU goes; the same stages as a live call.
+    /// The media path `linnet audio` runs: the codec settings and frame-ms of the
+    /// config, as run's calls use them.
+    static func media(_ hooks: AudioSetup) throws(CLIFailure) -> MediaPath {
+        do throws(MediaError) {
+            return try MediaPath(MediaSettings(rate: hooks.rate.hertz, frameMilliseconds: hooks.frameMilliseconds,
+                                               bitrate: hooks.bitrate, complexity: hooks.complexity, fec: hooks.fec, dtx: hooks.dtx))
+        } catch {
+            throw CLIFailure(.config, error.description)
+        }
+    }
+
+    /// File to file, as fast as the CPU goes; the same stages as a live call (the capture
+    /// pipeline a duplex one builds, the Media module's encoder and decoder).
     static func offline(input: String, output: String, hooks: AudioSetup) throws(CLIFailure) -> ExitStatus {
         _ = SignalSourceHolder.shared
         let reader: WAVReader
@@ -47,11 +61,10 @@ enum AudioCommand {
         do throws(FileError) { writer = try WAVWriter(path: output, sampleRate: hooks.rate.hertz, channels: 1) } catch {
             throw CLIFailure(.config, error.description)
         }
-        let encoder = try hooks.encoder()
-        let decoder = try wrap { () throws(CodecError) in try OpusDecoder(sampleRate: Int32(hooks.rate.hertz), channels: 1) }
-        let frame20 = hooks.rate.samplesPerFrame * 2
-        var pcm = [Int16](repeating: 0, count: frame20)
-        var decoded = [Int16](repeating: 0, count: frame20)
+        let media = try Self.media(hooks)
+        let frameSamples = media.clock.samples
+        var pcm = [Int16](repeating: 0, count: frameSamples)
+        var decoded = [Int16](repeating: 0, count: media.clock.maxPacketSamples)
         var packet = [UInt8](repeating: 0, count: 1275)
         var period = [UInt8](repeating: 0, count: device.periodFrames * f.bytesPerFrame)
         var bytes = 0, packets = 0, frames = 0
@@ -74,24 +87,24 @@ enum AudioCommand {
                 pipeline.captured(UnsafeRawBufferPointer(rebasing: raw[0..<n]), frames: n / f.bytesPerFrame, format: device, time: time)
             }
             time += .milliseconds(10)
-            while pipeline.ring.availableToRead >= frame20 {
+            while pipeline.ring.availableToRead >= frameSamples {
                 _ = pcm.withUnsafeMutableBufferPointer { pipeline.ring.pop(into: $0) }
-                let length = try pcm.withBuffer { (p: UnsafeBufferPointer<Int16>) throws(CLIFailure) -> Int in
-                    do throws(CodecError) {
-                        return try packet.withMutableBytes { (out: UnsafeMutableRawBufferPointer) throws(CodecError) in try encoder.encode(p, into: out) }
-                    } catch { throw CLIFailure(.software, error.description) }
-                }
+                let encoded = pcm.withUnsafeBufferPointer { p in packet.withUnsafeMutableBytes { media.encode(p, into: $0) } }
+                guard let length = encoded else { throw CLIFailure(.software, "the Opus encoder refused a frame") }
                 bytes += length
                 packets += 1
-                let m = try Array(packet[0..<length]).withBytes { (b: UnsafeRawBufferPointer) throws(CLIFailure) -> Int in
-                    do throws(CodecError) {
-                        return try decoded.withMutableBuffer { (out: UnsafeMutableBufferPointer<Int16>) throws(CodecError) in try decoder.decode(b, into: out) }
-                    } catch { throw CLIFailure(.software, error.description) }
+                let decodedCount = packet.withUnsafeBytes { b in
+                    decoded.withUnsafeMutableBufferPointer { media.decode(UnsafeRawBufferPointer(rebasing: b[0..<length]), into: $0) }
                 }
+                guard let m = decodedCount else { throw CLIFailure(.software, "the Opus decoder refused a packet") }
                 frames += m
                 // A write that fails half-way (a full disk) is an I/O error (74), not
                 // a configuration one: the header is still patched with what got there.
-                do throws(FileError) { try writer.write(Array(decoded[0..<m])) } catch {
+                do throws(FileError) {
+                    try decoded.withBuffer { (d: UnsafeBufferPointer<Int16>) throws(FileError) in
+                        try writer.write(UnsafeBufferPointer(rebasing: d[0..<m]))
+                    }
+                } catch {
                     try? writer.close()
                     throw CLIFailure(.ioError, "\(error); '\(output)' holds the first \(tenths(writer.seconds)) s")
                 }
@@ -112,7 +125,9 @@ enum AudioCommand {
     }
 
     /// Devices (or a paced file) on the real-time threads for --seconds (0: until a
-    /// signal stops it).
+    /// signal stops it): one duplex pipeline, the capture's frames encoded and handed
+    /// straight to the receive side's jitter buffer (a call with no network), played out
+    /// as the speaker asks for them.
     static func live(_ config: Config, hooks: AudioSetup) throws(CLIFailure) -> ExitStatus {
         let seconds = config.seconds
         var request = PCMRequest()
@@ -122,66 +137,42 @@ enum AudioCommand {
         let input: CaptureInput = config.input.map { .file($0, paced: true, loop: config.loopInput) } ?? .device(config.capture, request)
         _ = SignalSourceHolder.shared
         let loop = try wrap { () throws(SystemError) in try EventLoop() }
-        let notify = try wrap { () throws(SystemError) in try EventFD() }
-        let sinkBox = PipelineBox()
-        let capture: CaptureThread<PipelineBox>
-        do throws(DeviceError) { capture = try CaptureThread(input: input, sink: sinkBox) } catch {
-            throw CLIFailure(error.isMissing ? .unavailable : .dataError, error.description)
-        }
-        let pipeline: CapturePipeline
-        do throws(AudioError) {
-            pipeline = try CapturePipeline(device: capture.format, rate: hooks.rate, channel: hooks.channel, chain: hooks.chain, notify: notify)
-        } catch {
-            throw CLIFailure(.usage, error.description)
-        }
-        sinkBox.pipeline = pipeline
         var playRequest = PCMRequest()
         playRequest.acceptedRates = [hooks.rate.hertz, 48_000, 24_000, 16_000]
         playRequest.paced = config.pace
         let deviceFormat = DeviceFormat(sampleFormat: .s16LE, sampleRate: hooks.rate.hertz, channels: 1, periodFrames: hooks.rate.samplesPerFrame)
         let output: PlaybackOutput = config.output.map { .file($0, format: deviceFormat, paced: true) }
-            ?? (config.playback == "none" ? .file("/dev/null", format: deviceFormat, paced: true) : .device(config.playback, playRequest))
-        let playbackBox = PlaybackBox()
-        let playback: PlaybackThread<PlaybackBox>
-        do throws(DeviceError) { playback = try PlaybackThread(output: output, source: playbackBox) } catch {
-            throw CLIFailure(error.isMissing ? .unavailable : .config, error.description)
-        }
-        let downlink: PlaybackPipeline
-        do throws(AudioError) {
-            downlink = try PlaybackPipeline(rate: hooks.rate, deviceRate: playback.format.sampleRate, maxPeriodFrames: playback.format.periodFrames)
+            ?? (config.playback == "none" ? .discard(deviceFormat) : .device(config.playback, playRequest))
+        let duplex: DuplexAudio
+        do throws(DuplexError) {
+            duplex = try DuplexAudio(DuplexConfiguration(rate: hooks.rate, capture: input, channel: hooks.channel, playback: output),
+                                     captureChain: hooks.chain)
         } catch {
-            throw CLIFailure(.config, error.description)
-        }
-        playbackBox.pipeline = downlink
-        if !RealTime.lockMemory() { Log.info("memory not locked (no CAP_IPC_LOCK or LimitMEMLOCK): running without mlockall") }
-        let encoder = try hooks.encoder()
-        let decoder = try wrap { () throws(CodecError) in try OpusDecoder(sampleRate: Int32(hooks.rate.hertz), channels: 1) }
-        let frame20 = hooks.rate.samplesPerFrame * 2
-        var pcm = [Int16](repeating: 0, count: frame20)
-        var decoded = [Int16](repeating: 0, count: frame20)
-        var packet = [UInt8](repeating: 0, count: 1275)
-        var packets = 0
-        loop.watch(fd: notify.fd) { _ in
-            notify.drain()
-            while pipeline.ring.availableToRead >= frame20 {
-                _ = pcm.withUnsafeMutableBufferPointer { pipeline.ring.pop(into: $0) }
-                guard let n = try? pcm.withBuffer({ (p: UnsafeBufferPointer<Int16>) throws(CodecError) in
-                    try packet.withMutableBytes { (out: UnsafeMutableRawBufferPointer) throws(CodecError) in try encoder.encode(p, into: out) }
-                }) else { continue }
-                packets += 1
-                guard let m = try? Array(packet[0..<n]).withBytes({ (b: UnsafeRawBufferPointer) throws(CodecError) in
-                    try decoded.withMutableBuffer { (out: UnsafeMutableBufferPointer<Int16>) throws(CodecError) in try decoder.decode(b, into: out) }
-                }) else { continue }
-                _ = decoded.withUnsafeBufferPointer { downlink.ring.push(UnsafeBufferPointer(rebasing: $0[0..<m])) }
+            switch error {
+            case .capture(let e):
+                if case .pipeline = e { throw CLIFailure(.usage, e.description) }
+                throw CLIFailure(e.isMissing ? .unavailable : .dataError, e.description)
+            case .playback(let e):
+                throw CLIFailure(e.isMissing ? .unavailable : .config, e.description)
             }
         }
-        do throws(DeviceError) {
-            try capture.start()
-            try playback.start()
-        } catch {
-            throw CLIFailure(.unavailable, error.description)
-        }
-        if !capture.realtime { Log.info("real-time scheduling not permitted (no CAP_SYS_NICE or LimitRTPRIO): audio threads run at normal priority") }
+        if !RealTime.lockMemory() { Log.info("memory not locked (no CAP_IPC_LOCK or LimitMEMLOCK): running without mlockall") }
+        let media = try Self.media(hooks)
+        var packet = [UInt8](repeating: 0, count: 1275)
+        var packets = 0
+        var sequence: Int64 = 0
+        var timestamp: UInt32 = 0
+        duplex.attach(to: loop, frameSamples: media.clock.samples, uplink: { frame, _ in
+            guard let n = packet.withUnsafeMutableBytes({ media.encode(UnsafeBufferPointer(frame), into: $0) }) else { return }
+            packets += 1
+            // Sent and received at once: the packet goes to the jitter buffer as the
+            // network would hand it over, stamped as RTP would stamp it.
+            media.received(sequence: sequence, timestamp: timestamp, payload: Array(packet[0..<n]), arrival: loop.now)
+            sequence += 1
+            timestamp &+= media.clock.rtpTicks
+        }, downlink: { out in media.playout(now: loop.now, into: out) })
+        do throws(DeviceError) { try duplex.start() } catch { throw CLIFailure(.unavailable, error.description) }
+        if !duplex.realtime { Log.info("real-time scheduling not permitted (no CAP_SYS_NICE or LimitRTPRIO): audio threads run at normal priority") }
         if seconds > 0 { loop.schedule(after: .seconds(Int64(seconds))) { loop.stop() } }
         // SIGINT, SIGTERM and SIGHUP stop early and cleanly (threads joined, the output
         // file's header patched), as --seconds does.
@@ -194,40 +185,21 @@ enum AudioCommand {
             }
         }
         try wrap { () throws(SystemError) in try loop.run() }
-        capture.stop()
         var status = ExitStatus.ok
-        do throws(DeviceError) { try playback.finish() } catch {
+        do throws(DeviceError) { try duplex.finish() } catch {
             Log.error("--output \(error)")
             status = .ioError
         }
         // Read after finish(): the playback thread that wrote the file has been joined.
-        if let failure = playback.fileFailure {
+        if let failure = duplex.playback.fileFailure {
             Log.error("the output is incomplete: \(failure)")
             status = .ioError
         }
-        let c = capture.counters, p = playback.counters
-        writeOut("audio: capture \(capture.format), \(c.periods.load(ordering: .relaxed)) periods, \(c.xruns.load(ordering: .relaxed)) xruns; playback \(playback.format), \(p.xruns.load(ordering: .relaxed)) xruns, \(downlink.underruns.xruns.load(ordering: .relaxed)) underruns; \(packets) Opus packets\n")
+        let playback = duplex.playback
+        let c = duplex.capture?.counters, p = playback.counters
+        let captureFormat = duplex.capture.map { $0.format.description } ?? "none"
+        writeOut("audio: capture \(captureFormat), \(c?.periods.load(ordering: .relaxed) ?? 0) periods, \(c?.xruns.load(ordering: .relaxed) ?? 0) xruns; playback \(playback.format), \(p.xruns.load(ordering: .relaxed)) xruns, \(duplex.playbackPipeline.underruns.xruns.load(ordering: .relaxed)) underruns; \(packets) Opus packets\n")
         return status
-    }
-}
-
-/// Forwards the capture thread's calls to the pipeline built once the device's format
-/// is known (the thread is not started before it is set).
-final class PipelineBox: CaptureSink, @unchecked Sendable {
-    var pipeline: CapturePipeline?
-    func captureStarted(_ format: DeviceFormat) { pipeline?.captureStarted(format) }
-    func captureStopped(_ format: DeviceFormat) { pipeline?.captureStopped(format) }
-    func captured(_ samples: UnsafeRawBufferPointer, frames: Int, format: DeviceFormat, time: Instant) {
-        pipeline?.captured(samples, frames: frames, format: format, time: time)
-    }
-}
-
-final class PlaybackBox: PlaybackSource, @unchecked Sendable {
-    var pipeline: PlaybackPipeline?
-    func playbackStarted(_ format: DeviceFormat) {}
-    func playbackStopped(_ format: DeviceFormat) {}
-    func render(into buffer: UnsafeMutableRawBufferPointer, frames: Int, format: DeviceFormat) -> Int {
-        pipeline?.render(into: buffer, frames: frames, format: format) ?? 0
     }
 }
 
@@ -236,21 +208,4 @@ final class PlaybackBox: PlaybackSource, @unchecked Sendable {
 /// stop, not a reload).
 enum SignalSourceHolder {
     nonisolated(unsafe) static let shared: SignalSource? = try? SignalSource([SIGINT, SIGTERM, SIGHUP])
-}
-
-extension DeviceError {
-    /// Whether the error means "not there" (a missing device or file) rather than bad data.
-    var isMissing: Bool {
-        switch self {
-        case .alsa(let e):
-            if case .open = e { return true }
-            return false
-        case .file(let e):
-            if case .system = e { return true }
-            // Missing or unreadable (an errno) as before; a FIFO or a directory is bad data.
-            if case .unreadable(let r) = e { return r.code != nil }
-            return false
-        case .thread: return false
-        }
-    }
 }

@@ -8,6 +8,7 @@ import DTLS
 import Devices
 import Agent
 import Settings
+import Runtime
 
 /// Exit statuses (sysexits.h), as CLI.md fixes them.
 ///
@@ -22,19 +23,7 @@ import Settings
 /// - 78 `config`: what a person must fix — 401/403 (the token), a certificate or CA
 ///   that does not verify.
 /// Exit statuses live with the agent core (Agent/AgentCore.swift): one rule for every command.
-typealias ExitStatus = Agent.ExitStatus
-
-extension HTTPClientError {
-    /// This failure's exit status by the rule above.
-    var exitStatus: ExitStatus {
-        if isConfigurationProblem { return .config }
-        switch self {
-        case .http(.truncated): return .unavailable
-        case .http: return .dataError
-        default: return .unavailable
-        }
-    }
-}
+public typealias ExitStatus = Agent.ExitStatus
 
 let linnetVersion = LinnetVersion.string
 

@@ -12,6 +12,7 @@ import Devices
 import Audio
 import Agent
 import Settings
+import Runtime
 
 enum CheckCommand {
     static func run(_ args: [String]) -> ExitStatus {

@@ -4,6 +4,7 @@
 import Platform
 import Agent
 import Settings
+import Runtime
 
 /// The config `command` runs with, and the config file it read (nil: none). For run,
 /// check and audio: the config file (`--config`, else LINNET_CONFIG, else the default

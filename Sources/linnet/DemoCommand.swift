@@ -11,8 +11,10 @@ import DTLS
 import Codec
 import Peer
 import Agent
+import Media
 import Settings
 import Audio
+import Runtime
 
 /// A synthetic voice: a vowel-like tone (a 140 Hz glottal pulse through three formant
 /// resonances) in 150–300 ms syllables, at about -20 dBFS. Deterministic.
@@ -77,9 +79,11 @@ enum DemoCommand {
             let core = AgentCore(settings: Runtime.settings(config: config, route: route, token: nil, stun: nil,
                                                             sendOnOpen: ["{\"type\":\"demo.hello\",\"text\":\"Hello from Linnet\"}"]),
                                  identity: identity, crypto: crypto, seed: try randomSeed(crypto))
-            let audio = AudioIO(loop: loop, uplink: .generated(TestVoice()), downlink: .file(try WAVFrameSink(path: output)),
-                                rate: 48_000, mute: MuteGate(), meter: nil)
-            let runner = Runtime(loop: loop, core: core, parts: RuntimeParts(addresses: [.loopbackV4], http: HTTPClient(loop: loop), media: MediaSettings()),
+            // The test voice stands in for the microphone; the speaker is the output file
+            // on its own clock (one duplex pipeline, as run's).
+            let audio = try AudioIO.open(config: config, loop: loop, generator: TestVoice())
+            let media = MediaSettings(rate: audio.rate, frameMilliseconds: audio.frameClock.milliseconds)
+            let runner = Runtime(loop: loop, core: core, parts: RuntimeParts(addresses: [.loopbackV4], http: HTTPClient(loop: loop), media: media),
                                  audio: audio)
             runner.events = try EventLog(path: events, start: loop.now)
             var status = ExitStatus.ok
@@ -98,7 +102,7 @@ enum DemoCommand {
             try runner.start()
             try wrap { () throws(SystemError) in try loop.run() }
             answerer.closeAll()
-            if case .file(let sink) = audio.downlink { status = sink.finalStatus(status) }
+            status = audio.finalStatus(status)
             let t = core.totals
             let both = t.sent > 0 && t.received > 0 && t.decoded > 0
             writeOut("demo: sent \(t.sent) packets, received \(t.received), decoded \(t.decoded) frames, concealed \(t.concealed); "

@@ -3,6 +3,7 @@ import Devices
 import Audio
 import Platform
 import Agent
+import Runtime
 
 enum DevicesCommand {
     static func run(_ args: [String]) -> ExitStatus {

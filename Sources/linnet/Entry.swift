@@ -2,6 +2,7 @@
 // defined here and argv is read directly; full Swift uses `@main`.
 import CSystem
 import Agent
+import Runtime
 
 #if hasFeature(Embedded)
 @_cdecl("main")

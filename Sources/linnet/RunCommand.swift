@@ -12,6 +12,8 @@ import Agent
 import Settings
 import Audio
 import Devices
+import Media
+import Runtime
 
 enum RunCommand {
     static func run(_ args: [String]) -> ExitStatus {
@@ -122,20 +124,7 @@ enum RunCommand {
                                         only: config.interfaces.isEmpty ? nil : config.interfaces)
         guard !addresses.isEmpty else { throw CLIFailure(.unavailable, "no usable network address to gather candidates on (is the network up?)") }
 
-        let uplink: AudioIO.Uplink
-        let mute: MuteGate
-        var meter: LevelMeter? = nil
-        if config.input == nil && config.capture == "none" {
-            uplink = .generated(SilenceSource())
-            mute = MuteGate()
-        } else {
-            let (u, m, l) = try AudioIO.capture(config: config, loop: loop)
-            uplink = u
-            mute = m
-            meter = l
-        }
-        let downlink = try AudioIO.playback(config: config)
-        let audio = AudioIO(loop: loop, uplink: uplink, downlink: downlink, rate: config.rate, mute: mute, meter: meter)
+        let audio = try AudioIO.open(config: config, loop: loop)
 
         // One client for the whole run: the CA bundle is parsed once, on the first https
         // request; a CA file that cannot be used is an error now, not at the first call.
@@ -156,7 +145,8 @@ enum RunCommand {
         }
         let core = AgentCore(settings: Runtime.settings(config: config, route: route, token: token, stun: stun, sendOnOpen: sendOnOpen),
                              identity: identity, crypto: crypto, seed: try randomSeed(crypto))
-        let media = MediaSettings(rate: config.rate, bitrate: Int32(config.bitrate), complexity: Int32(config.complexity), fec: config.fec, dtx: config.dtx)
+        let media = MediaSettings(rate: config.rate, frameMilliseconds: audio.frameClock.milliseconds, bitrate: Int32(config.bitrate),
+                                  complexity: Int32(config.complexity), fec: config.fec, dtx: config.dtx)
         let runner = Runtime(loop: loop, core: core, parts: RuntimeParts(addresses: addresses, http: client, media: media), audio: audio)
         if let path = config.events { runner.events = try EventLog(path: path, start: loop.now, label: config.eventsLabel) }
         runner.notifier = SystemdNotifier()
@@ -188,7 +178,7 @@ enum RunCommand {
         try runner.start()
         try wrap { () throws(SystemError) in try loop.run() }
         terminal?.restore()
-        if case .file(let sink) = audio.downlink { exit = sink.finalStatus(exit) }
+        exit = audio.finalStatus(exit)
         return exit
     }
 
@@ -264,61 +254,4 @@ enum RunCommand {
         }
         return digits
     }
-}
-
-/// Silence at 48 kHz when no microphone is configured (`capture = none`).
-final class SilenceSource: FrameSource {
-    func nextFrame(into frame: inout [Int16]) -> Bool {
-        for i in 0..<frame.count { frame[i] = 0 }
-        return true
-    }
-}
-
-/// Single keys from the terminal (raw mode, no echo) when standard input is one; the
-/// terminal's settings come back on `restore` (and at exit through the loop's end).
-final class TerminalKeys {
-    let loop: EventLoop
-    var saved = termios()
-    var source: EventLoop.SourceID?
-
-    init?(loop: EventLoop, onKey: @escaping (UInt8) -> Void) {
-        self.loop = loop
-        guard isatty(0) == 1, tcgetattr(0, &saved) == 0 else { return nil }
-        var raw = saved
-        raw.c_lflag &= ~tcflag_t(ICANON | ECHO)
-        guard tcsetattr(0, TCSANOW, &raw) == 0 else { return nil }
-        source = loop.watch(fd: 0) { _ in
-            var byte: UInt8 = 0
-            let n = read(0, &byte, 1)
-            if n == 1 { onKey(byte) } else if n == 0, let s = self.source {
-                loop.unwatch(s)
-                self.source = nil
-            }
-        }
-    }
-
-    func restore() {
-        if let source { loop.unwatch(source) }
-        source = nil
-        _ = tcsetattr(0, TCSANOW, &saved)
-    }
-}
-
-/// Runs `body`, turning its typed error into a CLIFailure (software error) with its text.
-func wrap<T, E: Error & CustomStringConvertible>(_ body: () throws(E) -> T) throws(CLIFailure) -> T {
-    do { return try body() } catch { throw CLIFailure(.software, error.description) }
-}
-
-func fileExists(_ path: String) -> Bool { access(path, F_OK) == 0 }
-
-func isWritableDirectory(_ path: String) -> Bool { access(path, W_OK | X_OK) == 0 }
-
-
-/// 64 bits from the cryptographic generator: the agent core's seed (backoff jitter,
-/// SSRCs, tie-breakers).
-func randomSeed(_ crypto: CryptoRandom) throws(CLIFailure) -> UInt64 {
-    var seed: UInt64 = 0
-    let bytes = try wrap { () throws(DTLSError) in try crypto.bytes(8) }
-    for b in bytes { seed = seed << 8 | UInt64(b) }
-    return seed
 }

@@ -8,6 +8,7 @@ import SRTP
 import DTLS
 import Devices
 import Agent
+import Runtime
 
 enum SelfTest {
     struct Failure: Error {

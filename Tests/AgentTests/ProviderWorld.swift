@@ -231,7 +231,7 @@ final class ProviderWorld {
     // MARK: Carrying out the core's outputs
 
     func drive() {
-        outputQueuePeak = max(outputQueuePeak, core.outputs.count - core.outputHead)
+        outputQueuePeak = max(outputQueuePeak, core.outputs.count)
         while true {
             let output = core.pollOutput()
             switch output {
@@ -399,7 +399,9 @@ final class ProviderWorld {
             guard let id = sessionOfHost[host] else { return }
             if let drop = dropToDevice, drop(d.bytes) { return }
             lastToDevice = now
-            core.handleDatagram(session: id, d.bytes, from: d.from, local: host, now: now)
+            // In a receive buffer the core borrows, as the runtime hands datagrams over.
+            var buffer = d.bytes
+            buffer.withUnsafeMutableBytes { core.handleDatagram(session: id, $0, from: d.from, local: host, now: now) }
             drive()
         case .provider:
             provider.datagram(d.bytes, from: d.from, to: host)
@@ -503,14 +505,18 @@ final class FakeMedia: CallMedia {
         self.samples = samples
     }
 
-    func encode(_ frame: UnsafeBufferPointer<Int16>) -> (packet: [UInt8]?, samples: UInt32) {
+    var frameTicks: UInt32 { samples }
+
+    func encode(_ frame: UnsafeBufferPointer<Int16>, into room: UnsafeMutableRawBufferPointer) -> Int? {
         let index = UInt32(UInt16(bitPattern: frame[0])) | UInt32(UInt16(bitPattern: frame[1])) << 16
         var packet: [UInt8] = [0xFC]
         for k in 0..<4 { packet.append(UInt8(truncatingIfNeeded: index >> (8 * UInt32(k)))) }
         packet += [UInt8](repeating: 0, count: 15)
+        guard packet.count <= room.count else { return nil }
+        packet.withUnsafeBytes { room.copyMemory(from: $0) }
         encoded += 1
         counters.bytesSent += packet.count
-        return (packet, samples)
+        return packet.count
     }
 
     var onReceived: (() -> Void)?

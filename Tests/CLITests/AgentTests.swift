@@ -2,6 +2,7 @@ import Testing
 import Foundation
 import Glibc
 @testable import linnet
+@testable import Runtime
 import Platform
 import Agent
 import Devices

@@ -5,6 +5,7 @@ import Platform
 import Signaling
 import Wire
 @testable import linnet
+@testable import Runtime
 
 // HTTPClient over real loopback TCP, with a scripted server on the same loop (plain or
 // TLS on mbedtls with certificates made by OpenSSL: HTTPSFixtures.swift). No sleeps:

@@ -4,6 +4,7 @@ import Platform
 @testable import Signaling
 import Wire
 @testable import linnet
+@testable import Runtime
 
 /// The server side of one TLS connection, on mbedtls with in-memory byte queues (the
 /// pattern of SignalingTests' TestTLSServer): the loopback server moves its bytes to

@@ -8,6 +8,7 @@ import Audio
 import Devices
 import Wire
 @testable import linnet
+@testable import Runtime
 
 // Issue 13, item 9: float to integer conversions a user reaches.
 

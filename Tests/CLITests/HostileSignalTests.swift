@@ -8,6 +8,7 @@ import Audio
 import Devices
 import Wire
 @testable import linnet
+@testable import Runtime
 
 // Issue 13, items 8 and 11: signals, closed pipes, failing outputs.
 

@@ -8,6 +8,7 @@ import Audio
 import Devices
 import Wire
 @testable import linnet
+@testable import Runtime
 
 // Issue 13 ("Hostile networks, servers and files"), items 7–12: what the tests in
 // Hostile*Tests.swift share. Each of those reproduces a tester's finding against the
@@ -94,14 +95,39 @@ final class Child {
     var stderr: String { (try? String(contentsOfFile: errPath, encoding: .utf8)) ?? "" }
 }
 
-/// Runs linnet to its end with output collected; a run that does not end within
-/// `limit` is killed and reported as status -1 (a hang).
+/// Runs linnet (or `executable`; behind `launcher`, e.g. setpriv, when one is given) to
+/// its end, its standard output and error collected in files (so a chatty run never
+/// blocks on a full pipe) and standard input empty. A run that has not ended within
+/// `limit` seconds (a failure bound only: a hang) is killed: status -1, `timedOut`.
+/// The status is the exit status, or 128 + the signal that ended it, as a shell says.
 func runBounded(_ arguments: [String], environment: [String: String] = [:], executable: String = Linnet.executable.path,
-                limit: TimeInterval = 30, name: String) throws -> (status: Int32, out: String, err: String) {
-    let c = try Child(arguments, executable: executable, environment: environment, name: name)
-    let status = c.wait(limit: limit)
-    let out = c.rest().joined(separator: "\n")
-    return (status, out, c.stderr)
+                launcher: [String] = [], limit: TimeInterval = 30,
+                name: String = "bounded") throws -> (status: Int32, out: String, err: String, timedOut: Bool) {
+    let p = Process()
+    p.executableURL = URL(fileURLWithPath: launcher.first ?? executable)
+    p.arguments = launcher.isEmpty ? arguments : Array(launcher.dropFirst()) + [executable] + arguments
+    p.environment = ProcessInfo.processInfo.environment.merging(environment) { $1 }
+    let unique = "\(name)-\(UUID().uuidString)"
+    let outPath = temporary("\(unique).out"), errPath = temporary("\(unique).err")
+    _ = FileManager.default.createFile(atPath: outPath, contents: nil)
+    _ = FileManager.default.createFile(atPath: errPath, contents: nil)
+    defer { unlink(outPath); unlink(errPath) }
+    p.standardOutput = FileHandle(forWritingAtPath: outPath)
+    p.standardError = FileHandle(forWritingAtPath: errPath)
+    p.standardInput = FileHandle.nullDevice
+    let ended = DispatchSemaphore(value: 0)
+    p.terminationHandler = { _ in ended.signal() }
+    try p.run()
+    var timedOut = false
+    if ended.wait(timeout: .now() + limit) == .timedOut {
+        timedOut = true
+        kill(p.processIdentifier, SIGKILL)
+        ended.wait()
+    }
+    let out = (try? String(contentsOfFile: outPath, encoding: .utf8)) ?? ""
+    let err = (try? String(contentsOfFile: errPath, encoding: .utf8)) ?? ""
+    let status = timedOut ? -1 : p.terminationReason == .uncaughtSignal ? 128 + p.terminationStatus : p.terminationStatus
+    return (status, out, err, timedOut)
 }
 
 /// A FIFO (named pipe) nobody writes to: opening it for reading blocks forever.

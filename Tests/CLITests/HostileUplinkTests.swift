@@ -8,6 +8,7 @@ import Audio
 import Devices
 import Wire
 @testable import linnet
+@testable import Runtime
 
 // Issue 13, item 12: stale capture audio is dropped, RTP time jumps.
 
@@ -17,7 +18,7 @@ import Wire
     /// skipped covers the gap too, so sent + skipped frames span the capture time.
     @Test func framesWithOldCaptureTimesAreDroppedAndTheirTimeSkipped() throws {
         let loop = try EventLoop()
-        let audio = AudioIO(loop: loop, uplink: .generated(SilenceSource()), downlink: .none, rate: 48_000, mute: MuteGate(), meter: nil)
+        let audio = AudioIO(loop: loop, duplex: nil, generator: SilenceSource(), mute: MuteGate(), meter: nil)
         var sent = 0, skipped = 0
         audio.onFrame = { _ in sent += 1 }
         audio.onSkip = { skipped += $0 }
@@ -42,7 +43,7 @@ import Wire
     /// turn, fifty in a row); it sends on from now and skips the RTP time it missed.
     @Test func lateTicksOfAGeneratedSourceAreNotCaughtUp() throws {
         let loop = try EventLoop()
-        let audio = AudioIO(loop: loop, uplink: .generated(SilenceSource()), downlink: .none, rate: 48_000, mute: MuteGate(), meter: nil)
+        let audio = AudioIO(loop: loop, duplex: nil, generator: SilenceSource(), mute: MuteGate(), meter: nil)
         var sent = 0, skipped = 0
         audio.onFrame = { _ in sent += 1 }
         audio.onSkip = { skipped += $0 }

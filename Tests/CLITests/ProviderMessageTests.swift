@@ -2,6 +2,7 @@ import Testing
 import Foundation
 import Glibc
 @testable import linnet
+@testable import Runtime
 
 // Issue 13: the provider-side messages and exit statuses of `linnet run`.
 

@@ -1,5 +1,6 @@
 import Testing
 @testable import linnet
+@testable import Runtime
 import Agent
 import Settings
 import Signaling

@@ -3,6 +3,7 @@ import Foundation
 import Audio
 import Settings
 @testable import linnet
+@testable import Runtime
 
 /// The settings table as the commands use it.
 @Suite struct SettingsCLITests {

@@ -7,7 +7,7 @@ import Glibc
 /// was (`--status-file /dev/null` replaced the null device with a file).
 @Suite(.serialized) struct StatusFileTests {
     /// A run that changes state (connecting, then failed) and ends at once.
-    func run(_ status: String, name: String) throws -> (status: Int32, out: String, err: String) {
+    func run(_ status: String, name: String) throws -> (status: Int32, out: String, err: String, timedOut: Bool) {
         try runBounded(["run", "--whip", "http://127.0.0.1:9/whip", "--capture", "none", "--playback", "none",
                         "--max-attempts", "1", "--status-file", status], limit: 30, name: name)
     }

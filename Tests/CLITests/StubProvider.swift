@@ -2,6 +2,7 @@ import Testing
 import Foundation
 import Glibc
 @testable import linnet
+@testable import Runtime
 
 // Issue 13, the messages testers saw: `linnet check` against providers that want a
 // token, push-to-talk as a warning, the exit-status rule, capped Retry-After waits, a
@@ -107,39 +108,6 @@ final class StubProvider {
     }
 
     deinit { process.stop() }
-}
-
-/// Runs linnet and kills it if it has not ended within `limit` seconds (a failure bound
-/// only: every run here is expected to end in about a second).
-func runBounded(_ arguments: [String], limit: TimeInterval = 30, environment: [String: String] = [:],
-                launcher: [String] = []) throws -> (status: Int32, out: String, err: String, timedOut: Bool) {
-    let p = Process()
-    if launcher.isEmpty {
-        p.executableURL = Linnet.executable
-        p.arguments = arguments
-    } else {
-        p.executableURL = URL(fileURLWithPath: launcher[0])
-        p.arguments = Array(launcher.dropFirst()) + [Linnet.executable.path] + arguments
-    }
-    p.environment = ProcessInfo.processInfo.environment.merging(environment) { $1 }
-    let outPath = temporary("bounded-\(UUID().uuidString).out"), errPath = temporary("bounded-\(UUID().uuidString).err")
-    _ = FileManager.default.createFile(atPath: outPath, contents: nil)
-    _ = FileManager.default.createFile(atPath: errPath, contents: nil)
-    defer { unlink(outPath); unlink(errPath) }
-    p.standardOutput = FileHandle(forWritingAtPath: outPath)
-    p.standardError = FileHandle(forWritingAtPath: errPath)
-    let ended = DispatchSemaphore(value: 0)
-    p.terminationHandler = { _ in ended.signal() }
-    try p.run()
-    var timedOut = false
-    if ended.wait(timeout: .now() + limit) == .timedOut {
-        timedOut = true
-        kill(p.processIdentifier, SIGKILL)
-        ended.wait()
-    }
-    let out = (try? String(contentsOfFile: outPath, encoding: .utf8)) ?? ""
-    let err = (try? String(contentsOfFile: errPath, encoding: .utf8)) ?? ""
-    return (p.terminationStatus, out, err, timedOut)
 }
 
 /// The line of `check`'s output that starts with `what: `.

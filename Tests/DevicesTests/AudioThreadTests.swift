@@ -187,14 +187,14 @@ func toneSamples(_ count: Int, frequency: Double = 440, rate: Double = 48_000, a
         let input = toneSamples(480, amplitude: 20_000)
         _ = input.withUnsafeBufferPointer { pipeline.ring.push($0) }
         var out = [Int16](repeating: 0, count: 960)
-        let n = out.withUnsafeMutableBytes { pipeline.render(into: $0, frames: 480, format: device) }
+        let n = out.withUnsafeMutableBytes { pipeline.render(into: $0, frames: 480, format: device, time: .zero) }
         #expect(n == 480)
         for i in 0..<480 {
             #expect(abs(Int(out[2 * i]) - Int(input[i]) / 2) <= 1)
             #expect(out[2 * i] == out[2 * i + 1])
         }
         // The next period finds the ring empty: silence, counted as an underrun.
-        _ = out.withUnsafeMutableBytes { pipeline.render(into: $0, frames: 480, format: device) }
+        _ = out.withUnsafeMutableBytes { pipeline.render(into: $0, frames: 480, format: device, time: .zero) }
         #expect(out.allSatisfy { $0 == 0 })
         #expect(pipeline.underruns.xruns.load(ordering: .relaxed) == 1)
     }

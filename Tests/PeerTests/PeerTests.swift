@@ -34,6 +34,9 @@ final class TwoPeers {
     var destinations: [(Bool, SocketAddress)] = []
     /// Every event with the simulated time it came out.
     var eventTimes: [(offerer: Bool, event: PeerEvent, at: Instant)] = []
+    /// Hand datagrams over in a receive buffer the peer borrows (Call's way) rather than
+    /// as arrays.
+    var borrowInput = false
 
     init(seed: UInt64, tamperAnswer: ((String) -> String)? = nil, configure: ((inout PeerConfiguration) -> Void)? = nil) throws {
         network = DatagramNetwork(seed: seed)
@@ -95,7 +98,13 @@ final class TwoPeers {
             }
             for d in network.takeDue() {
                 guard let (local, side) = network.route(d) else { continue }
-                peer(side == .device).handleInput(d.bytes, from: d.from, local: local, now: now)
+                let target = peer(side == .device)
+                if borrowInput {
+                    var buffer = d.bytes
+                    buffer.withUnsafeMutableBytes { target.handleInput($0, from: d.from, local: local, now: now) }
+                } else {
+                    target.handleInput(d.bytes, from: d.from, local: local, now: now)
+                }
             }
             for first in [true, false] where deadlines[first ? 0 : 1] <= now {
                 peer(first).handleTimeout(now: now)

@@ -8,7 +8,7 @@ import DTLS
 import Peer
 import Agent
 
-final class Call {
+public final class Call {
     let loop: EventLoop
     let peer: Peer
     var sockets: [UDPSocket] = []
@@ -72,7 +72,9 @@ final class Call {
                 try socket.receive(into: raw)
             }
             guard let (n, from) = got ?? nil else { return }
-            peer.handleInput(Array(receiveBuffer[0..<n]), from: from, local: socket.localAddress, now: loop.now)
+            // Borrowed, not copied: SRTP is decrypted in place in this buffer.
+            let local = socket.localAddress, now = loop.now
+            receiveBuffer.withUnsafeMutableBytes { peer.handleInput(UnsafeMutableRawBufferPointer(rebasing: $0[0..<n]), from: from, local: local, now: now) }
             pump()
         }
     }
@@ -117,11 +119,11 @@ final class Call {
     }
 }
 
-enum CallError: Error, CustomStringConvertible {
+public enum CallError: Error, CustomStringConvertible {
     case noAddresses
     case peer(PeerError)
 
-    var description: String {
+    public var description: String {
         switch self {
         case .noAddresses: return "no usable network address to gather candidates on (is the network up?)"
         case .peer(let e): return e.description
@@ -131,7 +133,7 @@ enum CallError: Error, CustomStringConvertible {
 
 /// The local addresses to gather on: every up interface, loopback only when asked
 /// (CLI.md --interfaces; tests and a loopback signaling host need it).
-func gatherAddresses(includeLoopback: Bool, only names: [String]? = nil) -> [IPAddress] {
+public func gatherAddresses(includeLoopback: Bool, only names: [String]? = nil) -> [IPAddress] {
     var out: [IPAddress] = []
     for i in Interfaces.list(includeLoopback: includeLoopback) {
         if let names, !names.contains(i.name) { continue }

@@ -6,22 +6,24 @@ import Codec
 import Agent
 import Settings
 
-struct AudioSetup {
-    let rate: SampleRate
+public struct AudioSetup {
+    public let rate: SampleRate
     /// The device channel that becomes the voice; nil: the average of all.
-    let channel: Int?
-    let bitrate: Int32
-    let complexity: Int32
-    let fec: Bool
-    let dtx: Bool
-    let chain = HookChain()
-    let meter = LevelMeter()
+    public let channel: Int?
+    public let bitrate: Int32
+    public let complexity: Int32
+    public let fec: Bool
+    public let dtx: Bool
+    /// `frame-ms`: the media frame (10 or 20 ms), as the call's Opus and RTP use it.
+    public let frameMilliseconds: Int
+    public let chain = HookChain()
+    public let meter = LevelMeter()
     let mute = MuteGate()
 
     /// The chain, in this order: DC removal (high-pass), gain, AGC, noise gate, limiter,
     /// level meter, and the mute gate last (what push-to-talk drives). A hook whose key
     /// leaves it doing nothing (gain 0 dB, high-pass 0) is left out.
-    init(config: Config) throws(CLIFailure) {
+    public init(config: Config) throws(CLIFailure) {
         guard let r = SampleRate(rawValue: config.rate) else { throw CLIFailure(.config, "rate must be 16000, 24000 or 48000") }
         rate = r
         if case .index(let k) = config.captureChannel { channel = k } else { channel = nil }
@@ -29,6 +31,7 @@ struct AudioSetup {
         complexity = Int32(config.complexity)
         fec = config.fec
         dtx = config.dtx
+        frameMilliseconds = config.frameMS
         do throws(AudioError) {
             if config.highPassHz > 0 { try chain.add(try HighPassFilter(cutoffHz: Double(config.highPassHz))) }
             if config.gainDB != 0 { try chain.add(try GainHook(gainDB: config.gainDB)) }

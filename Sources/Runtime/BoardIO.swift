@@ -8,16 +8,7 @@ import Audio
 import Agent
 import Settings
 
-extension GPIOLine {
-    var id: GPIOLineID {
-        switch self {
-        case .name(let n): return .name(n)
-        case .chip(let c, let o): return .chip(c, offset: o)
-        }
-    }
-}
-
-final class ButtonInput {
+public final class ButtonInput {
     let loop: EventLoop
     let button: GPIOButton
     var source: EventLoop.SourceID?
@@ -26,12 +17,12 @@ final class ButtonInput {
 
     /// Opens the configured button; nil when none is configured, or when it cannot be
     /// opened and `ptt-required` is off (logged: the agent carries on without it).
-    static func open(config: Config, loop: EventLoop, onEvent: @escaping (ButtonEvent) -> Void) throws(CLIFailure) -> ButtonInput? {
+    public static func open(config: Config, loop: EventLoop, onEvent: @escaping (ButtonEvent) -> Void) throws(CLIFailure) -> ButtonInput? {
         guard let line = config.ptt, config.pttMode != .open else { return nil }
         let mode = config.pttMode
         let longPress: Duration? = config.pttLongPressMS == 0 ? nil : .milliseconds(Int64(config.pttLongPressMS))
         do throws(GPIOError) {
-            let b = try GPIOButton.open(line: line.id, mode: mode, debounce: .milliseconds(Int64(config.pttDebounceMS)),
+            let b = try GPIOButton.open(line: line, mode: mode, debounce: .milliseconds(Int64(config.pttDebounceMS)),
                                         longPress: longPress, now: loop.now)
             Log.info("push-to-talk button on \(b.name) (\(mode.rawValue)\(b.pullUp ? ", pull-up" : ""))")
             return ButtonInput(loop: loop, button: b, onEvent: onEvent)
@@ -79,14 +70,14 @@ final class ButtonInput {
 
 /// The status LEDs: plain GPIO lines and/or APA102 over spidev, redrawn 20 times a
 /// second from what `state` returns (writes happen only when a frame changes).
-final class Lights {
+public final class Lights {
     let loop: EventLoop
     let lights: StatusLights
     var timer: EventLoop.TimerID?
     var state: () -> (LightState, Double) = { (.idle, 0) }
     var failed = false
 
-    static func open(config: Config, loop: EventLoop) -> Lights? {
+    public static func open(config: Config, loop: EventLoop) -> Lights? {
         var outputs: [any LightOutput] = []
         if let spi = config.ledSPI {
             do throws(GPIOError) { outputs.append(try APA102Output(path: spi, count: config.ledCount)) } catch {
@@ -94,7 +85,7 @@ final class Lights {
             }
         }
         if !config.leds.isEmpty {
-            do throws(GPIOError) { outputs.append(try GPIOLEDOutput(lines: config.leds.map { $0.id })) } catch {
+            do throws(GPIOError) { outputs.append(try GPIOLEDOutput(lines: config.leds)) } catch {
                 Log.warning("status LEDs: \(error); carrying on without them")
             }
         }

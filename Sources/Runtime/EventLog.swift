@@ -11,7 +11,7 @@ import JSON
 import Platform
 import Agent
 
-final class EventLog {
+public final class EventLog {
     let fd: Int32
     let ownsDescriptor: Bool
     let path: String
@@ -21,7 +21,7 @@ final class EventLog {
     /// The write error that ended the output, once there was one.
     private(set) var failure: SystemError?
 
-    init(path: String, start: Instant, label: String? = nil) throws(CLIFailure) {
+    public init(path: String, start: Instant, label: String? = nil) throws(CLIFailure) {
         self.path = path
         self.start = start
         self.label = label

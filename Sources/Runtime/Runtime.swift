@@ -16,33 +16,23 @@ import Settings
 import Devices
 import Codec
 import Audio
-
-/// The media of one call: linnet's MediaPath (Opus and the jitter buffer) as the core
-/// sees it.
-extension MediaPath: CallMedia {
-    func encode(_ frame: UnsafeBufferPointer<Int16>) -> (packet: [UInt8]?, samples: UInt32) {
-        (encode(Array(frame)), 960)
-    }
-
-    var counters: MediaCounters {
-        var c = MediaCounters()
-        c.framesDecoded = stats.framesDecoded
-        c.concealed = stats.concealed
-        c.fecRecovered = stats.fecRecovered
-        c.bytesSent = bytesSent
-        return c
-    }
-}
+import Media
 
 /// What the runtime needs besides the core.
-struct RuntimeParts {
+public struct RuntimeParts {
     /// Where sessions gather host candidates (one UDP socket each, per session).
     var addresses: [IPAddress]
     var http: HTTPClient
     var media: MediaSettings
+
+    public init(addresses: [IPAddress], http: HTTPClient, media: MediaSettings) {
+        self.addresses = addresses
+        self.http = http
+        self.media = media
+    }
 }
 
-final class Runtime {
+public final class Runtime {
     let loop: EventLoop
     let core: AgentCore
     let parts: RuntimeParts
@@ -57,19 +47,18 @@ final class Runtime {
     let media = MediaStore()
     var activeMedia: MediaPath?
     var calls: [RequestID: HTTPCall] = [:]
-    var events: EventLog?
-    var notifier: SystemdNotifier?
-    var statusPath: String?
+    public var events: EventLog?
+    public var notifier: SystemdNotifier?
+    public var statusPath: String?
     var timer: DeadlineTimer!
-    var playoutTimer: EventLoop.TimerID?
     var watchdog: WatchdogDriver?
-    var button: ButtonInput?
-    var lights: Lights?
-    var onStopped: (ExitStatus) -> Void = { _ in }
+    public var button: ButtonInput?
+    public var lights: Lights?
+    public var onStopped: (ExitStatus) -> Void = { _ in }
     var stopped = false
     var receiveBuffer = [UInt8](repeating: 0, count: 2048)
 
-    init(loop: EventLoop, core: AgentCore, parts: RuntimeParts, audio: AudioIO) {
+    public init(loop: EventLoop, core: AgentCore, parts: RuntimeParts, audio: AudioIO) {
         self.loop = loop
         self.core = core
         self.parts = parts
@@ -89,7 +78,7 @@ final class Runtime {
     }
 
     /// The core's settings from the command's config.
-    static func settings(config: Config, route: Route, token: String?, stun: SocketAddress?, addresses: [SocketAddress] = [],
+    public static func settings(config: Config, route: Route, token: String?, stun: SocketAddress?, addresses: [SocketAddress] = [],
                          sendOnOpen: [String]) -> AgentSettings {
         var policy = SupervisorPolicy()
         policy.maximumSessionAge = .seconds(Int64(config.maximumSessionSeconds))
@@ -127,18 +116,19 @@ final class Runtime {
 
     // MARK: Start and stop
 
-    func start() throws(CLIFailure) {
+    public func start() throws(CLIFailure) {
         audio.onFrame = { frame in
             self.feedAudioCounters()
             frame.withUnsafeBufferPointer { self.core.uplink($0, now: self.loop.now) }
             self.drive()
         }
         audio.onSkip = { frames in
-            self.core.skipUplink(samples: UInt32(truncatingIfNeeded: min(frames, 1 << 20) * 960), now: self.loop.now)
+            self.core.skipUplink(samples: UInt32(truncatingIfNeeded: min(frames, 1 << 20) * Int(self.audio.frameClock.rtpTicks)), now: self.loop.now)
             self.drive()
         }
+        // Playout is pulled by the speaker's clock (Devices' DuplexAudio), not a timer.
+        audio.onPlayout = { out in self.activeMedia?.playout(now: self.loop.now, into: out) ?? 0 }
         try audio.start()
-        tickPlayout(at: loop.now + .milliseconds(20))
         if let lights {
             lights.state = { self.lightState() }
             lights.start()
@@ -157,19 +147,19 @@ final class Runtime {
         drive()
     }
 
-    func stop(_ status: ExitStatus = .ok, _ reason: String? = nil) {
+    public func stop(_ status: ExitStatus = .ok, _ reason: String? = nil) {
         core.stop(status, reason: reason, now: loop.now)
         drive()
     }
 
-    func toggle() {
+    public func toggle() {
         core.toggle(now: loop.now)
         drive()
     }
 
     /// The button's events: talk (hold, or toggle's alternation) and the long press,
     /// which ends the conversation and starts a fresh one (a new provider session).
-    func button(_ e: ButtonEvent) {
+    public func button(_ e: ButtonEvent) {
         switch e {
         case .talk(let down): core.talk(down, now: loop.now)
         case .longPress: core.newConversation(now: loop.now)
@@ -227,9 +217,10 @@ final class Runtime {
             case .mute(let on):
                 audio.mute.setMuted(on)
             case .flushPlayback(let id):
-                // Barge-in: what is queued to play goes now (the device buffer's own
-                // flush comes with the duplex audio I/O).
+                // Barge-in: what is queued to play goes now, in the jitter buffer and
+                // (for the session on the speaker) in the ring and the device.
                 media.paths[id]?.flushPlayback()
+                if let m = media.paths[id], m === activeMedia { audio.flushPlayback() }
             case .switchAudio(let id):
                 activeMedia = media.paths[id]
             case .record(let type, let fields):
@@ -283,18 +274,13 @@ final class Runtime {
                 try socket.receive(into: raw)
             }
             guard let (n, from) = got ?? nil else { break }
-            core.handleDatagram(session: id, Array(receiveBuffer[0..<n]), from: from, local: socket.localAddress, now: loop.now)
+            // Borrowed, not copied: SRTP is decrypted in place in this buffer.
+            let local = socket.localAddress, now = loop.now
+            receiveBuffer.withUnsafeMutableBytes {
+                core.handleDatagram(session: id, UnsafeMutableRawBufferPointer(rebasing: $0[0..<n]), from: from, local: local, now: now)
+            }
         }
         drive()
-    }
-
-    // MARK: Audio out
-
-    func tickPlayout(at deadline: Instant) {
-        playoutTimer = loop.schedule(at: deadline) {
-            self.audio.play(self.activeMedia?.playout(now: self.loop.now))
-            self.tickPlayout(at: deadline + .milliseconds(20))
-        }
     }
 
     // MARK: Files
@@ -315,7 +301,6 @@ final class Runtime {
     func finish(_ status: ExitStatus) {
         guard !stopped else { return }
         stopped = true
-        if let t = playoutTimer { loop.cancel(t) }
         timer.cancel()
         watchdog?.stop()
         button?.close()
@@ -329,7 +314,7 @@ final class Runtime {
 /// Sends `WATCHDOG=1` at half of `WATCHDOG_USEC` while the pipeline is healthy (the
 /// Agent module decides); a stall logs once and withholds the pings, and systemd
 /// restarts the service when its `WatchdogSec=` runs out.
-final class WatchdogDriver {
+public final class WatchdogDriver {
     let loop: EventLoop
     let notifier: SystemdNotifier
     let interval: Duration

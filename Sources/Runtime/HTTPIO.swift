@@ -35,7 +35,7 @@ import Agent
 import DTLS
 
 /// Why an HTTP exchange failed, worded for the log.
-enum HTTPClientError: Error, CustomStringConvertible {
+public enum HTTPClientError: Error, CustomStringConvertible {
     /// getaddrinfo found no address.
     case resolve(Resolver.Failure)
     /// Every address refused or failed: one error per address tried, in order.
@@ -68,7 +68,7 @@ enum HTTPClientError: Error, CustomStringConvertible {
         }
     }
 
-    var description: String {
+    public var description: String {
         switch self {
         case .resolve(let f): return f.description
         case .connect(let errors):
@@ -89,9 +89,9 @@ enum HTTPClientError: Error, CustomStringConvertible {
 
 /// Makes HTTP(S) requests on the loop. Create one per process and keep it: it parses
 /// the CA bundle once (on the first https request) and seeds one DRBG.
-final class HTTPClient {
+public final class HTTPClient {
     /// Debian's (and most distributions') concatenated PEM bundle of trusted CAs.
-    static let systemBundlePath = "/etc/ssl/certs/ca-certificates.crt"
+    public static let systemBundlePath = "/etc/ssl/certs/ca-certificates.crt"
     /// The CA bundle is about 200 KB; refuse anything absurdly larger.
     static let maxTrustFileBytes = 8 * 1024 * 1024
 
@@ -106,10 +106,10 @@ final class HTTPClient {
     var random: TLSRandom?
 
     /// Which hosts the pins apply to (`RouteClient.pinsApply`): nil, every https host.
-    var pinsApply: ((HTTPURL) -> Bool)?
+    public var pinsApply: ((HTTPURL) -> Bool)?
     /// Receives one-line traces (connected, TLS suite, status and timings). Never
     /// header values or bodies. Set it to `{ Log.debug($0) }` for a debug log.
-    var log: ((String) -> Void)?
+    public var log: ((String) -> Void)?
     /// Test seams: the resolver and the wall clock (Unix seconds) used for certificate
     /// validity. `resolve` runs on a resolver thread, not on the loop (IP literals never
     /// reach it).
@@ -129,7 +129,7 @@ final class HTTPClient {
     ///   - pins: SPKI pins (RFC 7469 pin-sha256) every https server must match, on top
     ///     of a valid chain. Empty: no pinning.
     ///   - systemBundle: where the system CA bundle lives (tests point it elsewhere).
-    init(loop: EventLoop, caFile: String?, pins: [SPKIPin], limits: HTTPLimits = HTTPLimits(),
+    public init(loop: EventLoop, caFile: String?, pins: [SPKIPin], limits: HTTPLimits = HTTPLimits(),
          systemBundle: String = HTTPClient.systemBundlePath) throws(HTTPClientError) {
         self.loop = loop
         self.pins = pins
@@ -155,7 +155,7 @@ final class HTTPClient {
     }
 
     /// A client for plain http and the system bundle only (cannot fail).
-    init(loop: EventLoop) {
+    public init(loop: EventLoop) {
         self.loop = loop
         pins = []
         limits = HTTPLimits()
@@ -169,7 +169,7 @@ final class HTTPClient {
     /// `timeout` bounds the whole exchange. Cancel the returned call to abandon it:
     /// then the completion never runs and the socket and timers are released at once.
     @discardableResult
-    func send(_ request: HTTPRequest, timeout: Duration = .seconds(10),
+    public func send(_ request: HTTPRequest, timeout: Duration = .seconds(10),
               completion: @escaping (Result<HTTPResponse, HTTPClientError>) -> Void) -> HTTPCall {
         let call = HTTPCall(client: self, request: request, timeout: timeout, completion: completion)
         call.schedule()
@@ -235,7 +235,7 @@ final class HTTPClient {
 
 /// One request in flight: resolve, connect (address after address), TLS, write the
 /// request, read the response. The handle `HTTPClient.send` returns.
-final class HTTPCall {
+public final class HTTPCall {
     enum Phase: Equatable {
         case waiting, resolving, connecting, handshaking, exchanging, done
 
@@ -575,7 +575,7 @@ final class HTTPCall {
 
 /// The one-shot form the session code uses: forwards to a throwaway `HTTPClient` with
 /// the system CA bundle and no pins. Prefer one long-lived `HTTPClient`.
-enum HTTPExchange {
+public enum HTTPExchange {
     @discardableResult
     static func start(loop: EventLoop, request: HTTPRequest, timeout: Duration = .seconds(10),
                       completion: @escaping (Result<HTTPResponse, HTTPClientError>) -> Void) -> HTTPCall {
@@ -585,7 +585,7 @@ enum HTTPExchange {
 
 /// A minimal HTTP/1.1 server on the loop: one request per connection, answered by
 /// `handler`, which may answer later (it gets a `respond` function).
-final class HTTPServer {
+public final class HTTPServer {
     typealias Handler = (_ request: HTTPServerRequest, _ from: SocketAddress, _ respond: @escaping (HTTPResponse) -> Void) -> Void
 
     let loop: EventLoop

@@ -1,0 +1,166 @@
+import Wire
+import Codec
+import RTP
+
+/// Encodes uplink frames and decodes downlink packets for one call.
+///
+/// Drive contract: `encode` once per uplink frame (`clock.samples` samples); `received`
+/// for every packet the peer hands over; `playout(now:into:)` whenever the speaker side
+/// has room for another frame. Nothing here reads a clock or touches a device.
+public final class MediaPath {
+    public let clock: FrameClock
+    let encoder: OpusEncoder
+    let decoder: OpusDecoder
+    public private(set) var jitter: JitterBuffer
+    public private(set) var stats = MediaStats()
+    /// Opus payload bytes encoded (for the bitrate in stats lines).
+    public private(set) var bytesSent = 0
+    /// Whether any packet has arrived (before it, `playout` has nothing to give).
+    public private(set) var receiving = false
+    /// Frames played since the last quiet one.
+    var sinceQuiet = 0
+    var lastQuiet = false
+    // For the old array API.
+    var uplinkPacket = [UInt8](repeating: 0, count: 1275)
+    var downlink: [Int16]
+
+    /// A decoded frame whose RMS is below this (−40 dBFS) is quiet: a frame dropped or
+    /// repeated there is not heard as a cut (the jitter buffer corrects drift only then).
+    public static let quietMeanSquare: Int64 = 328 * 328
+    /// After this long without a quiet frame (continuous music, a tone) the drift
+    /// correction is let through anyway: one cut a second at most, against a delay that
+    /// would otherwise grow without bound.
+    public static let forceCorrectionAfter: Duration = .seconds(5)
+
+    public init(_ settings: MediaSettings = MediaSettings()) throws(MediaError) {
+        clock = try FrameClock(milliseconds: settings.frameMilliseconds, sampleRate: settings.rate)
+        do throws(CodecError) {
+            encoder = try OpusEncoder(sampleRate: Int32(settings.rate), channels: 1)
+            try encoder.setBitrate(settings.bitrate)
+            try encoder.setComplexity(settings.complexity)
+            // FEC costs bits only when the receiver reports loss (RFC 6716 §2.1.7); 10 % is
+            // the loss it is tuned for until RTCP says otherwise.
+            try encoder.setFEC(settings.fec, expectedLossPercent: settings.fec ? 10 : 0)
+            try encoder.setDTX(settings.dtx)
+            decoder = try OpusDecoder(sampleRate: Int32(settings.rate), channels: 1)
+        } catch {
+            throw .codec(error)
+        }
+        // The far end's frame length is learnt from its timestamps; ours is the guess.
+        jitter = JitterBuffer(configuration: JitterBufferConfiguration(defaultFrameTicks: Int64(clock.rtpTicks)))
+        downlink = [Int16](repeating: 0, count: clock.maxPacketSamples)
+    }
+
+    // MARK: Uplink
+
+    /// Encodes one frame (`clock.samples` samples) into `packet`; the payload length,
+    /// or nil when the encoder refused (the frame is then skipped: RTP time moves on).
+    public func encode(_ frame: UnsafeBufferPointer<Int16>, into packet: UnsafeMutableRawBufferPointer) -> Int? {
+        guard let n = try? encoder.encode(frame, into: packet) else { return nil }
+        stats.framesSent += 1
+        bytesSent += n
+        return n
+    }
+
+    /// The same into an array of its own (tests, tools).
+    public func encode(_ frame: [Int16]) -> [UInt8]? {
+        let n: Int? = frame.withUnsafeBufferPointer { f in uplinkPacket.withUnsafeMutableBytes { encode(f, into: $0) } }
+        return n.map { Array(uplinkPacket[0..<$0]) }
+    }
+
+    // MARK: Downlink
+
+    /// A received packet (extended sequence number, RTP timestamp, its Opus payload,
+    /// which the jitter buffer keeps as it is).
+    /// Barge-in: drops what the jitter buffer holds, so the cut is heard at once.
+    public func flushPlayback() {
+        jitter.discardBuffered()
+    }
+
+    public func received(sequence: Int64, timestamp: UInt32, payload: [UInt8], arrival: Instant) {
+        receiving = true
+        jitter.insert(sequence: sequence, timestamp: timestamp, payload: payload, arrival: arrival)
+    }
+
+    /// The next frame to play (decoded, FEC-recovered or concealed) into `out`, which
+    /// must hold `clock.maxPacketSamples`; returns the samples written, 0 before the
+    /// first packet.
+    public func playout(now: Instant, into out: UnsafeMutableBufferPointer<Int16>) -> Int {
+        guard receiving else { return 0 }
+        let decoder = self.decoder
+        // A concealed (or FEC-recovered) frame is as long as the far end's frames, which
+        // the jitter buffer learns from their timestamps.
+        let conceal = max(1, min(Int(jitter.frameLength) * clock.sampleRate / FrameClock.rtpClockRate, out.count))
+        func decode(_ payload: [UInt8]?, fec: Bool) -> Int? {
+            if let payload {
+                // A packet's own length (FEC recovers the previous frame: the length of
+                // a concealed one).
+                let length = fec ? conceal : min(payload.withUnsafeBytes { opusPacketSamples($0) }.map { $0 * clock.sampleRate / 48_000 } ?? conceal, out.count)
+                return try? payload.withBytes { (b: UnsafeRawBufferPointer) throws(CodecError) in
+                    try decoder.decode(b, into: UnsafeMutableBufferPointer(rebasing: out[0..<length]), fec: fec)
+                }
+            }
+            return try? decoder.decode(nil, into: UnsafeMutableBufferPointer(rebasing: out[0..<conceal]))
+        }
+        let quiet = lastQuiet || sinceQuiet >= Int(MediaPath.forceCorrectionAfter.milliseconds) / clock.milliseconds
+        let before = jitter.counters
+        var n: Int
+        switch jitter.pop(now: now, quiet: quiet) {
+        case .packet(let p):
+            if let m = decode(p.payload, fec: false) {
+                n = m
+                stats.framesDecoded += 1
+            } else {
+                stats.decodeErrors += 1
+                n = decode(nil, fec: false) ?? 0
+            }
+        case .lost(let useFEC):
+            if useFEC, let next = jitter.nextPayload, let m = decode(next, fec: true) {
+                n = m
+                stats.fecRecovered += 1
+            } else {
+                n = decode(nil, fec: false) ?? 0
+                stats.concealed += 1
+            }
+        case .empty:
+            n = decode(nil, fec: false) ?? 0
+        }
+        if n == 0 {
+            // The decoder refused even concealment: play silence of a frame's length.
+            n = conceal
+            for i in 0..<n { out[i] = 0 }
+        }
+        let after = jitter.counters
+        stats.driftDropped += after.driftDropped - before.driftDropped
+        stats.driftInserted += after.driftInserted - before.driftInserted
+        stats.starved += after.starved - before.starved
+        noteLevel(UnsafeBufferPointer(rebasing: out[0..<n]))
+        return n
+    }
+
+    /// Decodes one packet straight into `out`, without the jitter buffer: for offline
+    /// conversion, where packets come in order and on time by construction. Returns the
+    /// samples written, nil when the decoder refused.
+    public func decode(_ packet: UnsafeRawBufferPointer, into out: UnsafeMutableBufferPointer<Int16>) -> Int? {
+        guard let n = try? decoder.decode(packet, into: out) else {
+            stats.decodeErrors += 1
+            return nil
+        }
+        stats.framesDecoded += 1
+        return n
+    }
+
+    /// The same as a new array (tests, tools); nil before the first packet.
+    public func playout(now: Instant) -> [Int16]? {
+        let n = downlink.withUnsafeMutableBufferPointer { playout(now: now, into: $0) }
+        return n == 0 ? nil : Array(downlink[0..<n])
+    }
+
+    /// Whether the frame just played was quiet (the next pull may then correct drift).
+    func noteLevel(_ frame: UnsafeBufferPointer<Int16>) {
+        var sum: Int64 = 0
+        for s in frame { sum &+= Int64(s) &* Int64(s) }
+        lastQuiet = frame.isEmpty || sum / Int64(frame.count) < MediaPath.quietMeanSquare
+        sinceQuiet = lastQuiet ? 0 : sinceQuiet + 1
+    }
+}

@@ -1,0 +1,200 @@
+import Foundation
+import Synchronization
+import CAllocCounter
+import Wire
+import Platform
+@testable import Devices
+
+/// The sound in the room, one sample per frame instant on a timeline shared by a fake
+/// speaker and a fake microphone: index k is the instant `start + k / rate` on the
+/// monotonic clock. What the speaker plays lands at the index it is heard; the
+/// microphone digitizes index j from what was heard `acousticDelay` frames earlier.
+final class FakeAir: @unchecked Sendable {
+    let rate: Int
+    let start: Int64
+    let count: Int
+    let samples: UnsafeMutablePointer<Int16>
+    /// Bumped (release) by the speaker after it changes `samples`, loaded (acquire) by
+    /// the microphone before it reads them: the speaker writes an instant long before
+    /// the microphone hears it, and this tells ThreadSanitizer so too.
+    let published = Atomic<Int>(0)
+
+    init(rate: Int = 48_000, seconds: Int = 30) {
+        self.rate = rate
+        count = rate * seconds
+        samples = .allocate(capacity: count)
+        samples.initialize(repeating: 0, count: count)
+        start = MonotonicClock.now().nanoseconds
+    }
+
+    deinit { samples.deallocate() }
+
+    /// The frame instant being heard now.
+    func index(at nanoseconds: Int64) -> Int { Int((nanoseconds - start) * Int64(rate) / 1_000_000_000) }
+    var now: Int { index(at: MonotonicClock.now().nanoseconds) }
+    func time(ofIndex k: Int) -> Int64 { start + Int64(k) * 1_000_000_000 / Int64(rate) }
+
+    /// Sleeps (in the audio thread that called) until frame instant `k`.
+    func sleep(until k: Int) {
+        let t = time(ofIndex: k)
+        var ts = timespec(tv_sec: Int(t / 1_000_000_000), tv_nsec: Int(t % 1_000_000_000))
+        clock_nanosleep(CLOCK_MONOTONIC, Int32(TIMER_ABSTIME), &ts, nil)
+    }
+}
+
+/// Counts allocations made by the audio thread between two calls into a fake device:
+/// everything the thread does for one period (timeline, pipeline, hooks, rings, the
+/// eventfd write), none of the fake's own work.
+final class ThreadAllocations: @unchecked Sendable {
+    let counted = Atomic<Int>(0)
+    let periods = Atomic<Int>(0)
+    /// Periods to let pass before counting (lazy metadata on the first calls).
+    let warmUp: Int
+    var open = false
+    init(warmUp: Int = 20) { self.warmUp = warmUp }
+
+    /// At the top of a device call: close the period that ended.
+    func enterDevice() {
+        if open { counted.add(alloc_counter_end(), ordering: .relaxed) }
+        open = false
+    }
+
+    /// At the end of a device call: open the next period.
+    func leaveDevice() {
+        if periods.add(1, ordering: .relaxed).newValue > warmUp {
+            alloc_counter_begin()
+            open = true
+        }
+    }
+}
+
+/// A speaker with a buffer of `bufferFrames` and `latencyFrames` between its buffer
+/// and the air (the DAC path). Writes block, as ALSA's do, until there is room; a frame
+/// written when the buffer holds q frames is heard q frames later, and `delayFrames`
+/// says exactly that (the `snd_pcm_delay` contract). Running dry makes the next write
+/// start `latencyFrames` after "now", as a restarted device does.
+final class FakeSpeaker: PCMDevice, @unchecked Sendable {
+    let device = "fake-speaker"
+    let format: DeviceFormat
+    let air: FakeAir
+    let bufferFrames: Int
+    let latencyFrames: Int
+    let allocations: ThreadAllocations?
+    /// The air index the next written frame lands at.
+    var nextHeard: Int? = nil
+    /// Per write: the air index its first frame was heard at (audio thread only; read
+    /// after the thread stopped).
+    var writes: [Int] = []
+    let underruns = Atomic<Int>(0)
+    /// What the last discard dropped, and the air index it happened at.
+    let discarded = Atomic<Int>(0)
+    let discardedAt = Atomic<Int>(-1)
+
+    init(air: FakeAir, bufferFrames: Int, latencyFrames: Int, allocations: ThreadAllocations? = nil) {
+        self.air = air
+        self.bufferFrames = bufferFrames
+        self.latencyFrames = latencyFrames
+        self.allocations = allocations
+        format = DeviceFormat(sampleFormat: .s16LE, sampleRate: air.rate, channels: 1, periodFrames: air.rate / 100)
+        writes.reserveCapacity(air.count / format.periodFrames + 16)
+    }
+
+    func readRaw(_ buffer: UnsafeMutableRawPointer, frames: Int) -> Int { -Int(EBADFD) }
+
+    func writeRaw(_ buffer: UnsafeRawPointer, frames: Int) -> Int {
+        allocations?.enterDevice()
+        defer { allocations?.leaveDevice() }
+        var now = air.now
+        var next = nextHeard ?? (now + latencyFrames)
+        if next < now + latencyFrames {
+            // Ran dry: the device restarts with this write.
+            if nextHeard != nil { underruns.add(1, ordering: .relaxed) }
+            next = now + latencyFrames
+        }
+        // Queued frames are those not yet past the DAC path.
+        while next - latencyFrames - now > bufferFrames - frames {
+            air.sleep(until: next - latencyFrames - (bufferFrames - frames))
+            now = air.now
+        }
+        let src = buffer.assumingMemoryBound(to: Int16.self)
+        for i in 0..<frames where next + i < air.count && next + i >= 0 { air.samples[next + i] = src[i] }
+        air.published.add(1, ordering: .releasing)
+        if writes.count < writes.capacity { writes.append(next) }
+        nextHeard = next + frames
+        return frames
+    }
+
+    func recover(_ code: Int32) -> Int32 { 0 }
+
+    func delayFrames() -> Int? {
+        let now = air.now
+        guard let next = nextHeard, next > now + latencyFrames else { return latencyFrames }
+        return next - now
+    }
+
+    func discardPending() -> Int32 {
+        let now = air.now
+        if let next = nextHeard, next > now + latencyFrames {
+            // Never heard: take it out of the air again.
+            for k in (now + latencyFrames)..<min(next, air.count) { air.samples[k] = 0 }
+            air.published.add(1, ordering: .releasing)
+            discarded.store(next - now - latencyFrames, ordering: .relaxed)
+        } else {
+            discarded.store(0, ordering: .relaxed)
+        }
+        discardedAt.store(now, ordering: .releasing)
+        nextHeard = nil
+        return 0
+    }
+
+    func drain() {}
+}
+
+/// A microphone `acousticDelayFrames` from the speaker, with `latencyFrames` between
+/// the ADC and the read. A read of n frames blocks until they have been digitized and
+/// come through; `delayFrames` then says how long ago the next unread frame was
+/// digitized (the `snd_pcm_delay` contract for capture).
+final class FakeMicrophone: PCMDevice, @unchecked Sendable {
+    let device = "fake-microphone"
+    let format: DeviceFormat
+    let air: FakeAir
+    let latencyFrames: Int
+    let acousticDelayFrames: Int
+    let allocations: ThreadAllocations?
+    var nextRead: Int? = nil
+
+    init(air: FakeAir, latencyFrames: Int, acousticDelayFrames: Int, allocations: ThreadAllocations? = nil) {
+        self.air = air
+        self.latencyFrames = latencyFrames
+        self.acousticDelayFrames = acousticDelayFrames
+        self.allocations = allocations
+        format = DeviceFormat(sampleFormat: .s16LE, sampleRate: air.rate, channels: 1, periodFrames: air.rate / 100)
+    }
+
+    func readRaw(_ buffer: UnsafeMutableRawPointer, frames: Int) -> Int {
+        allocations?.enterDevice()
+        defer { allocations?.leaveDevice() }
+        let first = nextRead ?? air.now
+        // Digitized at first + frames − 1, readable latencyFrames later.
+        if air.now < first + frames + latencyFrames { air.sleep(until: first + frames + latencyFrames) }
+        _ = air.published.load(ordering: .acquiring)
+        let dst = buffer.assumingMemoryBound(to: Int16.self)
+        for i in 0..<frames {
+            let k = first + i - acousticDelayFrames
+            dst[i] = k >= 0 && k < air.count ? air.samples[k] : 0
+        }
+        nextRead = first + frames
+        return frames
+    }
+
+    func writeRaw(_ buffer: UnsafeRawPointer, frames: Int) -> Int { -Int(EBADFD) }
+    func recover(_ code: Int32) -> Int32 { 0 }
+
+    func delayFrames() -> Int? {
+        guard let next = nextRead else { return latencyFrames }
+        return air.now - next
+    }
+
+    func discardPending() -> Int32 { 0 }
+    func drain() {}
+}
