@@ -1083,6 +1083,33 @@ private enum Fixture {
         #expect(receive(&c, #"{"type":"conversation.item.input_audio_transcription.delta","item_id":"i","delta":""}"#).isEmpty)
     }
 
+    @Test("isBusy, the rollover's quiet moment: not while the user speaks (VAD or button and tail) or a turn is answered")
+    func busy() throws {
+        var v = opened(RealtimeSettings(turnDetection: .vad))
+        #expect(!v.isBusy)
+        _ = receive(&v, #"{"type":"input_audio_buffer.speech_started","item_id":"i"}"#)
+        #expect(v.isBusy)
+        _ = receive(&v, #"{"type":"input_audio_buffer.speech_stopped","item_id":"i"}"#)
+        #expect(!v.isBusy)
+        _ = receive(&v, Fixture.responseCreated)
+        #expect(v.isBusy)
+        _ = receive(&v, Fixture.responseDone)
+        #expect(!v.isBusy)
+        var c = opened(RealtimeSettings(turnDetection: .ptt, pttTailMilliseconds: 200))
+        c.press(now: at(0))
+        #expect(c.isBusy)
+        sendAudio(&c, frames: 10)
+        c.release(now: at(200))
+        #expect(c.isBusy, "the tail")
+        c.handleTimeout(now: at(400))
+        #expect(c.isBusy, "the commit waits for committed")
+        _ = receive(&c, Fixture.committed)
+        #expect(c.isBusy, "the response is asked for")
+        _ = receive(&c, Fixture.responseCreated)
+        _ = receive(&c, Fixture.responseDone)
+        #expect(!c.isBusy)
+    }
+
     @Test("output_audio_buffer.cleared (VAD interruption) empties the local playback")
     func clearedFlushes() {
         var c = opened(RealtimeSettings(turnDetection: .vad))
