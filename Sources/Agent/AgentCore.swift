@@ -147,6 +147,13 @@ public struct AgentSettings: Sendable {
     public var offerTimeout: Duration = .seconds(10)
     public var closeTimeout: Duration = .seconds(3)
     public var restartTimeout: Duration = .seconds(5)
+    /// OpenAI: the backend's route that hangs up a call (`hangup-url`, POST
+    /// `{"call_id"}` with the device's token); nil: the ephemeral key's hangup.
+    public var hangupURL: HTTPURL?
+    /// Earlier transcript turns given to each new session (`carry-turns`; 0: none) …
+    public var carryTurns = 20
+    /// … at most this many bytes of their text in all.
+    public var carryBytes = 8 * 1024
 
     public init(route: Route, token: String?, policy: SupervisorPolicy, maxAttempts: Int, runFor: Duration?, eventsChannel: String,
                 sendOnOpen: [String], statsInterval: Duration?, pushToTalk: Bool, turnDetectionName: String,
@@ -177,6 +184,8 @@ public struct AgentStatus: Sendable, Equatable {
     public var rttMilliseconds: Double?
     public var lastUser: String?
     public var lastAssistant: String?
+    /// Why nothing works until a person acts (`insufficient_quota`), while it lasts.
+    public var problem: String? = nil
 
     /// The file's bytes: one JSON object and a newline.
     public var json: [UInt8] {
@@ -190,6 +199,7 @@ public struct AgentStatus: Sendable, Equatable {
         if let rttMilliseconds { o["rtt_ms"] = .number(JSONNumber(rttMilliseconds)) }
         if let lastUser { o["last_user"] = .string(lastUser) }
         if let lastAssistant { o["last_assistant"] = .string(lastAssistant) }
+        if let problem { o["problem"] = .string(problem) }
         var bytes = JSONValue.object(o).serialized()
         bytes.append(10)
         return bytes
@@ -208,8 +218,12 @@ public enum AgentOutput {
     case http(RequestID, HTTPRequest, timeout: Duration)
     /// Abandon an exchange: its answer must not be delivered.
     case cancelHTTP(RequestID)
-    /// The microphone's mute gate (push-to-talk, the mute button).
+    /// The microphone's mute gate (push-to-talk, the mute button, and silence until
+    /// the provider's session is configured).
     case mute(Bool)
+    /// Empty the playback of this session at once (barge-in): the jitter buffer and
+    /// whatever the audio output still holds.
+    case flushPlayback(session: Int)
     /// Audio now goes to (and comes from) this session.
     case switchAudio(session: Int)
     /// A line for the `--events` file.
@@ -252,9 +266,13 @@ public final class AgentCore {
     public private(set) var assistantSpeaking = false
 
     public private(set) var muted: Bool
-    /// What the mute gate was last told: muted, or held shut by half duplex.
-    var gateClosed = false
+    /// What the mute gate was last told (`.mute`): `muted`, kept open for a release's
+    /// tail, and closed while the session is not configured yet.
+    public private(set) var micClosed: Bool
     var talking = false
+    /// The final transcript lines so far (most recent last, bounded), carried into the
+    /// next session.
+    public private(set) var history: [CarriedTurn] = []
     public private(set) var stopping = false
     var stopped = false
     var exitStatus = ExitStatus.ok
@@ -264,6 +282,13 @@ public final class AgentCore {
     var nextStats: Instant?
     var stateSince = Instant.zero
     public private(set) var reconnects = 0
+    /// Unix seconds minus the monotonic clock's, from the last HTTP exchange (the
+    /// runtime reads the real-time clock there).
+    var wallOffset: Int64?
+    /// Unix seconds now, as far as the core knows.
+    var wallClock: Int64? { wallOffset.map { $0 + now.nanoseconds / 1_000_000_000 } }
+    /// What the status file names as the reason nothing works (`insufficient_quota`).
+    public private(set) var problem: String?
     public private(set) var lastConnectMilliseconds: Int64?
     var lastStats: (at: Instant, bytes: Int)?
     /// Kept up to date by the runtime; read for stats lines.
@@ -280,9 +305,25 @@ public final class AgentCore {
         supervisor = Supervisor(policy: settings.policy, seed: seed)
         attemptLimit = AttemptLimit(maximumAttempts: settings.maxAttempts, waitPerRetry: settings.policy.maximumBackoff)
         deviceCredential = settings.token.map { BearerCredential(token: $0, for: settings.route.credentialURL) }
-        conversation = RealtimeConversation(settings: settings.realtime)
         // Push-to-talk starts muted: nothing is sent until the button goes down.
         muted = settings.pushToTalk
+        micClosed = true
+        conversation = RealtimeConversation(settings: settings.realtime)
+        conversation = newConversation()
+    }
+
+    /// The direct OpenAI route speaks the Realtime protocol itself: audio and `send`
+    /// lines wait for `session.updated` (a backend or WHIP server configures its own
+    /// sessions and may never send one).
+    var speaksRealtime: Bool {
+        if case .openai = settings.route { return true }
+        return false
+    }
+
+    /// A new provider session's conversation: the held lines, and the last turns.
+    func newConversation() -> RealtimeConversation {
+        RealtimeConversation(settings: settings.realtime, lines: speaksRealtime ? settings.sendOnOpen : [],
+                             carried: speaksRealtime ? CarriedTurn.recent(history, count: settings.carryTurns, maxBytes: settings.carryBytes) : [])
     }
 
     // MARK: - Inputs
@@ -290,8 +331,8 @@ public final class AgentCore {
     public func start(now: Instant) {
         self.now = now
         stateSince = now
-        gateClosed = muted
-        emit(.mute(muted))
+        micClosed = wantMicClosed
+        emit(.mute(micClosed))
         if let summary = attemptLimit.summary { log(.info, summary) }
         if let interval = settings.statsInterval { nextStats = now + interval }
         supervisor.start(now: now)
@@ -323,6 +364,7 @@ public final class AgentCore {
 
     public func httpResponse(_ request: RequestID, _ response: HTTPResponse, wallClock: Int64, now: Instant) {
         self.now = now
+        wallOffset = wallClock - now.nanoseconds / 1_000_000_000
         guard let (session, purpose) = requests.removeValue(forKey: request), let s = sessions[session] else { return }
         s.httpResponse(purpose, response, wallClock: wallClock)
         driveSupervisor()
@@ -364,15 +406,18 @@ public final class AgentCore {
         self.now = now
         talking = down
         if settings.pushToTalk {
-            setMuted(!down)
             record("ptt", [("talking", .bool(down))])
+            // The conversation first: a release's tail keeps the microphone open.
             if down { conversation.press(now: now) } else { conversation.release(now: now) }
+            setMuted(!down)
             drainConversation()
         } else if down {
             // An open microphone: the button mutes (a privacy switch).
             mute(!muted, now: now)
         }
         writeStatus()
+        updateBusy()
+        driveSupervisor()
     }
 
     /// The terminal key and SIGUSR1: talk / stop talking (push-to-talk), mute / unmute.
@@ -425,6 +470,10 @@ public final class AgentCore {
             writeStats()
         }
         for s in Array(sessions.values) { s.handleTimeout() }
+        if let t = conversation.nextDeadline, now >= t {
+            conversation.handleTimeout(now: now)
+            drainConversation()
+        }
         supervisor.handleTimeout(now: now)
         driveSupervisor()
     }
@@ -439,6 +488,7 @@ public final class AgentCore {
         for s in sessions.values { t = min(t, s.deadline) }
         if let e = endAt { t = min(t, e) }
         if let n = nextStats { t = min(t, n) }
+        if let c = conversation.nextDeadline { t = min(t, c) }
         return t
     }
 
@@ -455,7 +505,7 @@ public final class AgentCore {
         AgentStatus(state: supervisor.state, sinceSeconds: Double((now - stateSince).milliseconds) / 1000, muted: muted,
                     turnDetection: settings.turnDetectionName, reconnects: reconnects, session: activeID,
                     rttMilliseconds: activeSession?.peer?.stats.roundTripTime.map { Double($0.microseconds) / 1000 },
-                    lastUser: lastUserText, lastAssistant: lastAssistantText)
+                    lastUser: lastUserText, lastAssistant: lastAssistantText, problem: problem)
     }
 
     /// The stats line's fields (state, audio counters, the active call's figures).
@@ -511,7 +561,8 @@ public final class AgentCore {
         case .startSession(let id, let reason):
             if reason != .initial { reconnects += 1 }
             let s = SessionMachine(id: id, core: self, peerSeed: seed.next())
-            s.queued = settings.sendOnOpen
+            // On OpenAI the conversation sends them once the session is configured.
+            if !speaksRealtime { s.queued = settings.sendOnOpen }
             sessions[id] = s
             record("session", [("id", .number(JSONNumber(id))), ("reason", .string(reason.rawValue))])
             emit(.bind(session: id))
@@ -521,9 +572,11 @@ public final class AgentCore {
         case .switchAudio(let id):
             let previous = activeID
             activeID = id
-            // A new provider session: its conversation starts afresh.
-            conversation = RealtimeConversation(settings: settings.realtime)
+            // A new provider session: its conversation starts afresh (with the turns
+            // of the old one), and the microphone is silent until it is configured.
+            conversation = newConversation()
             assistantSpeaking = false
+            syncMic()
             emit(.switchAudio(session: id))
             if let s = sessions[id] {
                 if let ms = s.connectMilliseconds ?? s.offerSentAt.map({ (now - $0).milliseconds }) { lastConnectMilliseconds = ms }
@@ -562,6 +615,7 @@ public final class AgentCore {
 
     func stateChanged(_ state: SessionState, _ reason: String?) {
         stateSince = now
+        if state == .connected { problem = nil }
         let text = reason.map { "\(state.rawValue): \($0)" } ?? state.rawValue
         log(state == .failed ? .error : .info, "session \(text)")
         var fields: [(String, JSONValue)] = [("state", .string(state.rawValue))]
@@ -609,6 +663,10 @@ public final class AgentCore {
         default: break
         }
         lastFailureStatus = st
+        if case .quota(let m) = failure {
+            problem = "insufficient_quota"
+            log(.error, "the provider's account is out of quota: nothing will work until it is topped up (\(m))")
+        }
         supervisor.failed(s.id, failure, now: now)
     }
 
@@ -643,9 +701,14 @@ public final class AgentCore {
     func drainConversation() {
         while true {
             switch conversation.pollOutput() {
-            case .none: return
+            case .none:
+                syncMic()
+                updateBusy()
+                return
             case .send(let text): activeSession?.sendEvent(text)
             case .event(let e): conversationEvent(e)
+            case .flushPlayback:
+                if let id = activeID { emit(.flushPlayback(session: id)) }
             }
         }
     }
@@ -657,6 +720,8 @@ public final class AgentCore {
             // written; the status file shows the latest line.
             guard final else { return }
             if role == .user { lastUserText = text } else { lastAssistantText = text }
+            if history.count >= 64 { history.removeFirst() }
+            history.append(CarriedTurn(role: role, text: text))
             log(.info, e.description)
             // The file is rewritten now: otherwise a kiosk UI would see the line only at
             // the next state change or stats tick (stats-seconds is 0 by default).
@@ -668,16 +733,22 @@ public final class AgentCore {
             log(.info, e.description)
             // The provider's limit came before our rollover: replace the session now.
             if let id = activeID { supervisor.ended(id, now: now) }
-        case .malformed, .settingIgnored:
+        case .malformed, .settingIgnored, .sessionNotConfirmed, .commitUnconfirmed:
             log(.warning, e.description)
         case .tooShort:
             log(.info, e.description)
         case .speaking(let on):
             assistantSpeaking = on
-            updateGate()
+            syncMic()
             log(.debug, e.description)
         case .sessionReady, .userSpeech:
             log(.debug, e.description)
+        case .expires(let at):
+            log(.debug, e.description)
+            // Plan the rollover from the session's own end, where the clock is known.
+            if let id = activeID, let wall = wallClock {
+                supervisor.sessionExpires(id, at: now + .seconds(at - wall), now: now)
+            }
         }
         let entry = e.eventLogEntry
         record(entry.type, entry.fields)
@@ -690,21 +761,34 @@ public final class AgentCore {
     func record(_ type: String, _ fields: [(String, JSONValue)]) { emit(.record(type, fields)) }
 
     func setMuted(_ on: Bool) {
-        guard muted != on else { return }
         muted = on
-        updateGate()
+        syncMic()
+    }
+
+    /// Closed when muted (in push-to-talk: not talking, unless a release's tail runs),
+    /// while the Realtime session is not configured, or while half duplex holds it
+    /// shut because the assistant speaks.
+    var wantMicClosed: Bool {
+        let user = muted && !(settings.pushToTalk && conversation.isInTail)
+        return user || (speaksRealtime && !conversation.isConfigured) || halfDuplexHolds
+    }
+
+    /// Tells the supervisor whether this is a quiet moment for a rollover's switch.
+    func updateBusy() {
+        let busy = talking || conversation.isBusy
+        if busy != supervisor.busy { supervisor.setBusy(busy, now: now) }
+    }
+
+    func syncMic() {
+        let closed = wantMicClosed
+        guard closed != micClosed else { return }
+        micClosed = closed
+        emit(.mute(closed))
     }
 
     /// Half duplex in voice mode: the assistant is speaking, so the microphone is shut.
     var halfDuplexHolds: Bool { settings.halfDuplex && !settings.pushToTalk && assistantSpeaking }
 
-    /// Tells the mute gate (`.mute`) when muted-or-held changes.
-    func updateGate() {
-        let closed = muted || halfDuplexHolds
-        guard closed != gateClosed else { return }
-        gateClosed = closed
-        emit(.mute(closed))
-    }
     var silence: [Int16] = []
 
     func writeStatus() { emit(.status(statusSnapshot)) }

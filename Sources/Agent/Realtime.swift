@@ -4,10 +4,12 @@
 ///
 /// Design decisions:
 /// - Sans-IO: inputs are method calls with `now`, outputs are queued and drained with
-///   `pollOutput()` until `.none` (ARCHITECTURE.md "Drive loop"). There is no timer, so
-///   there is no `.timeout`: the conversation never needs to be woken up.
+///   `pollOutput()` until `.none` (ARCHITECTURE.md "Drive loop"); `nextDeadline` is
+///   when `handleTimeout(now:)` is due (the ptt tail, the wait for `session.updated`,
+///   for `committed`, for a transcription that orders the lines).
 ///   `.send(text)` is a JSON text for `oai-events`; `.event(e)` is for the log and the
-///   supervisor. Outputs come out in the order the inputs caused them.
+///   supervisor; `.flushPlayback` empties the local playback. Outputs come out in the
+///   order the inputs caused them.
 /// - One `RealtimeConversation` per provider session (a reconnect or a rollover makes a
 ///   new one), so no state of an old session can leak into the next.
 /// - The commit rule ("a commit with less than 100 ms of audio is an error: do not send
@@ -79,14 +81,33 @@ public struct RealtimeSettings: Sendable, Equatable {
     /// The least audio (ms, as sent) a release commits; shorter presses are `.tooShort`.
     /// Values below 100 (the service's floor) act as 100.
     public var minimumCommitMilliseconds: Int
+    /// How long after a release the commit waits (`ptt-tail-ms`): the last 100–200 ms
+    /// of speech are still in the capture pipeline and on the network when the button
+    /// comes up, and a commit that overtakes them cuts the end of the sentence (or
+    /// finds less than 100 ms). The microphone stays open for the tail.
+    public var pttTailMilliseconds: Int
+    /// How long after our `session.update` a `session.updated` may take before a warning
+    /// (and before the device stops waiting for it: see `isConfigured`).
+    public var sessionUpdateWarning: Duration
+    /// Voice mode: the kind of detection asked for; nil (with no threshold or silence
+    /// set either) sends no `turn_detection`, so what the backend chose survives.
+    public var vadType: VADType? = nil
+    /// `server_vad` only: `threshold` (0–1) and `silence_duration_ms`; nil: not sent.
+    public var vadThreshold: Double? = nil
+    public var vadSilenceMilliseconds: Int? = nil
+    /// `audio.input.noise_reduction`; nil: not sent, `.off`: null.
+    public var noiseReduction: NoiseReduction? = nil
 
     public init(instructions: String? = nil, voice: String? = nil, transcriptionModel: String? = nil,
-                turnDetection: TurnDetection = .ptt, minimumCommitMilliseconds: Int = 100) {
+                turnDetection: TurnDetection = .ptt, minimumCommitMilliseconds: Int = 100,
+                pttTailMilliseconds: Int = 0, sessionUpdateWarning: Duration = .seconds(2)) {
         self.instructions = instructions
         self.voice = voice
         self.transcriptionModel = transcriptionModel
         self.turnDetection = turnDetection
         self.minimumCommitMilliseconds = minimumCommitMilliseconds
+        self.pttTailMilliseconds = pttTailMilliseconds
+        self.sessionUpdateWarning = sessionUpdateWarning
     }
 
     /// The provider keys of `linnet run`'s config; turn detection is the effective one
@@ -94,7 +115,11 @@ public struct RealtimeSettings: Sendable, Equatable {
     public init(config: Config) {
         self.init(instructions: config.instructions, voice: config.voice,
                   transcriptionModel: config.transcriptionModel,
-                  turnDetection: config.effectiveTurnDetection)
+                  turnDetection: config.effectiveTurnDetection, pttTailMilliseconds: config.pttTailMS)
+        vadType = config.vadType
+        vadThreshold = config.vadThreshold
+        vadSilenceMilliseconds = config.vadSilenceMS
+        noiseReduction = config.noiseReduction
     }
 }
 
@@ -135,6 +160,17 @@ public enum RealtimeEvent: Sendable, Equatable {
     /// `session.updated` shows a setting other than the one we asked for (the server
     /// or a backend kept its own); `what` says which and how.
     case settingIgnored(String)
+    /// No `session.updated` came within `sessionUpdateWarning` of our `session.update`:
+    /// the device stops waiting (the microphone opens, `send` lines go out), but the
+    /// server may still be running with its defaults.
+    case sessionNotConfirmed(waited: Duration)
+    /// A commit was answered neither by `input_audio_buffer.committed` nor by an error
+    /// naming it within `commitAnswerTimeout`: the response is asked for anyway (a relay
+    /// may not forward `committed`).
+    case commitUnconfirmed(waited: Duration)
+    /// The session's own end (`session.expires_at`, Unix seconds), from
+    /// `session.created`: the rollover is planned from it.
+    case expires(at: Int64)
 }
 
 extension RealtimeEvent: CustomStringConvertible {
@@ -156,6 +192,11 @@ extension RealtimeEvent: CustomStringConvertible {
             return "push-to-talk too short: \(sent) ms of audio sent in \(held), nothing committed"
         case .malformed(let reason): return "unusable provider event: " + reason
         case .settingIgnored(let what): return escapedLine(prefix: "provider ignored a setting: ", text: what, maxBytes: 200)
+        case .sessionNotConfirmed(let waited):
+            return "no session.updated within \(waited) of session.update: going on, but the provider may be using its default voice and turn detection"
+        case .commitUnconfirmed(let waited):
+            return "no input_audio_buffer.committed within \(waited) of the commit: asking for the response anyway"
+        case .expires(let at): return "the provider's session expires at \(at) (Unix time)"
         }
     }
 
@@ -186,6 +227,12 @@ extension RealtimeEvent: CustomStringConvertible {
             return ("provider_malformed", [("reason", .string(reason))])
         case .settingIgnored(let what):
             return ("setting_ignored", [("what", .string(what))])
+        case .sessionNotConfirmed(let waited):
+            return ("session_not_confirmed", [("waited_ms", JSONValue(Int(waited.milliseconds)))])
+        case .commitUnconfirmed(let waited):
+            return ("commit_unconfirmed", [("waited_ms", JSONValue(Int(waited.milliseconds)))])
+        case .expires(let at):
+            return ("session_expires", [("at", JSONValue(Int(at)))])
         }
     }
 }
@@ -195,18 +242,75 @@ public enum RealtimeOutput: Sendable, Equatable {
     /// A JSON text to send on `oai-events` (a text message, PPID 51).
     case send(String)
     case event(RealtimeEvent)
-    /// Nothing more until the next input.
+    /// Empty the local playback at once (the jitter buffer, the device's buffer): the
+    /// user barged in, or the server cleared its output buffer. Without it up to the
+    /// jitter buffer's depth plus the device buffer keeps playing after the cut.
+    case flushPlayback
+    /// Nothing more until the next input (`nextDeadline` says when a timer is due).
     case none
 }
 
 // MARK: The conversation
 
+/// One line of an earlier session's conversation, carried into a new session
+/// (`conversation.item.create`) so the assistant remembers it across a rollover or a
+/// reconnect.
+public struct CarriedTurn: Sendable, Equatable {
+    public var role: RealtimeRole
+    public var text: String
+    public init(role: RealtimeRole, text: String) {
+        self.role = role
+        self.text = text
+    }
+
+    /// The last `count` turns of `turns` whose texts fit in `maxBytes` of UTF-8 in all
+    /// (the newest are kept: they matter most to the next answer).
+    public static func recent(_ turns: [CarriedTurn], count: Int, maxBytes: Int) -> [CarriedTurn] {
+        var out: [CarriedTurn] = []
+        var used = 0
+        for t in turns.reversed() {
+            guard out.count < count else { break }
+            let n = t.text.utf8.count
+            if used + n > maxBytes { break }
+            used += n
+            out.append(t)
+        }
+        return out.reversed()
+    }
+}
+
 /// The client side of one Realtime session's event channel.
 ///
 /// Drive: call an input (`channelOpened`, `press`, `release`, `audioSent`,
-/// `received`), then drain `pollOutput()` until it returns `.none`.
+/// `received`, `handleTimeout` at `nextDeadline`), then drain `pollOutput()` until it
+/// returns `.none`.
+///
+/// Turn rules (issue 17; OpenAI's Agents SDK does the same):
+/// - A release starts the `pttTailMilliseconds` tail; then the commit goes out. A press
+///   during the tail continues the same turn (nothing was committed yet).
+/// - `response.create` follows `input_audio_buffer.committed`, never the commit itself:
+///   a commit the server refused (an `error` naming its `event_id`) gets no response,
+///   so the assistant never answers the old context as if it were the new turn.
+/// - While a response exists on the server (requested, or created and not yet
+///   `response.done`, cancelled ones included) a new `response.create` is held until
+///   its `response.done`: the server refuses a second one with
+///   `conversation_already_has_active_response`, and the user's turn would be lost.
+///   A create refused that way is held and sent again at the next `response.done`.
+/// - Until every `session.update` is confirmed by `session.updated` (`isConfigured`),
+///   the caller sends silence and the held `lines` (the `send` key) wait: audio and
+///   text the server handles with its defaults would be answered in the default voice
+///   and with the default turn detection. After `sessionUpdateWarning` the wait ends
+///   with `.sessionNotConfirmed`.
+/// - Final transcript lines come out in conversation order: a user item's place is
+///   fixed by `input_audio_buffer.committed` (`previous_item_id`), and later lines
+///   wait for its transcription (completion events of different turns can arrive out
+///   of order), at most `transcriptHold`.
 public struct RealtimeConversation: Sendable {
     public let settings: RealtimeSettings
+    /// Text lines (the `send` key) sent as they are once the session is configured.
+    public let lines: [String]
+    /// Earlier turns given to the new session before the microphone opens.
+    public let carried: [CarriedTurn]
 
     /// Most items with deltas but no final line kept at once; the oldest is dropped.
     public static let maxOpenTranscripts = 8
@@ -214,13 +318,27 @@ public struct RealtimeConversation: Sendable {
     public static let maxTranscriptBytes = 16 * 1024
     /// Limits for server events: depth 32, 1 MiB documents, 256 KiB strings.
     public static let eventLimits = JSONLimits(maxDepth: 32, maxBytes: 1 << 20, maxStringBytes: 256 << 10)
+    /// The longest a final line waits for the transcription of the user item before it.
+    public static let transcriptHold = Duration.seconds(5)
+    /// The longest a commit waits for `committed` (or an error) before the response is
+    /// asked for anyway.
+    public static let commitAnswerTimeout = Duration.seconds(3)
+    /// Most final lines waiting for their place at once.
+    public static let maxOrderedLines = 16
 
     // Channel and session.
     public private(set) var isChannelOpen = false
     /// A `session.created` or `session.updated` was seen.
     public private(set) var isSessionReady = false
+    /// Every `session.update` we sent is confirmed (or the wait for it timed out): the
+    /// microphone may open and the held lines have gone out.
+    public private(set) var isConfigured = false
+    private var updatesSent = 0
+    private var updatesConfirmed = 0
+    private var updateWarningAt: Instant? = nil
     /// When the last server message arrived.
     public private(set) var lastReceived: Instant? = nil
+    private var now = Instant.zero
 
     // Push-to-talk.
     /// Between a press and its release (push-to-talk mode only).
@@ -228,6 +346,13 @@ public struct RealtimeConversation: Sendable {
     /// Audio sent since the press, in ms.
     public private(set) var sentMilliseconds = 0
     private var pressedAt = Instant.zero
+    /// After a release, when the tail ends and the commit goes out.
+    private var commitAt: Instant? = nil
+    /// The release came and its tail is running: the microphone stays open.
+    public var isInTail: Bool { commitAt != nil }
+    /// Our commits not yet answered (`committed` or an error), oldest first; `create`:
+    /// ask for a response once it is committed.
+    private var pendingCommits: [(id: String, create: Bool, sentAt: Instant)] = []
 
     // The assistant.
     private var responseActive = false
@@ -239,8 +364,21 @@ public struct RealtimeConversation: Sendable {
     /// A press cancelled the requested response before it was created: the next
     /// `response.created` is that one.
     private var ignoreNextResponse = false
+    /// A response exists on the server (created, cancelled or not, and not yet done).
+    private var serverResponseOpen = false
+    /// A `response.create` waits for the open response's `response.done`.
+    public private(set) var createHeld = false
     /// A response is in progress or its audio is playing.
     public var isAssistantSpeaking: Bool { responseActive || audioPlaying }
+    /// The server's VAD hears the user (`speech_started` … `speech_stopped`).
+    public private(set) var isUserSpeaking = false
+    /// Not a quiet moment: the user is talking (button, tail or VAD), or a turn is
+    /// being answered (committed and waiting, a response asked for or playing).
+    public var isBusy: Bool {
+        isTalking || isInTail || isUserSpeaking || isAssistantSpeaking || responseRequested || createHeld
+            || pendingCommits.contains { $0.create }
+    }
+    private var expiresReported = false
 
     // Transcripts.
     private struct OpenTranscript {
@@ -254,6 +392,16 @@ public struct RealtimeConversation: Sendable {
     /// Items whose final line was given (most recent last), so a later `response.done`
     /// does not repeat them.
     private var finishedItems: [String] = []
+    /// Final lines in conversation order: user items wait (from `committed`) for their
+    /// transcription; lines behind a waiting item wait for it.
+    private struct OrderedLine {
+        var role: RealtimeRole
+        var itemID: String
+        /// nil: the user item's transcription has not come yet.
+        var text: String?
+        var since: Instant
+    }
+    private var ordered: [OrderedLine] = []
 
     // Client events we sent: (event_id, type), most recent last.
     private var nextEventNumber = 1
@@ -262,8 +410,10 @@ public struct RealtimeConversation: Sendable {
     private var queue: [RealtimeOutput] = []
     private var head = 0
 
-    public init(settings: RealtimeSettings) {
+    public init(settings: RealtimeSettings, lines: [String] = [], carried: [CarriedTurn] = []) {
         self.settings = settings
+        self.lines = lines
+        self.carried = carried
     }
 
     public init(config: Config) {
@@ -283,24 +433,77 @@ public struct RealtimeConversation: Sendable {
         return out
     }
 
+    /// When `handleTimeout` is due (nil: no timer).
+    public var nextDeadline: Instant? {
+        var t: Instant? = commitAt
+        func earliest(_ u: Instant?) { if let u { t = t.map { min($0, u) } ?? u } }
+        if !isConfigured { earliest(updateWarningAt) }
+        if let first = pendingCommits.first(where: { $0.create }) { earliest(first.sentAt + Self.commitAnswerTimeout) }
+        if let head = ordered.first, head.text == nil, ordered.count > 1 { earliest(head.since + Self.transcriptHold) }
+        return t
+    }
+
+    public mutating func handleTimeout(now: Instant) {
+        self.now = now
+        if let t = commitAt, now >= t {
+            commitAt = nil
+            commit()
+        }
+        if !isConfigured, let t = updateWarningAt, now >= t {
+            updateWarningAt = nil
+            emit(.sessionNotConfirmed(waited: settings.sessionUpdateWarning))
+            configured()
+        }
+        if let i = pendingCommits.firstIndex(where: { $0.create }), now >= pendingCommits[i].sentAt + Self.commitAnswerTimeout {
+            let waited = now - pendingCommits[i].sentAt
+            pendingCommits[i].create = false
+            emit(.commitUnconfirmed(waited: waited))
+            requestResponse()
+        }
+        if let head = ordered.first, head.text == nil, ordered.count > 1, now >= head.since + Self.transcriptHold {
+            // Its transcription is not coming (or is very late): the lines behind it go.
+            ordered[0].text = ""
+            flushOrdered()
+        }
+    }
+
     // MARK: Inputs
 
     /// The `oai-events` channel is open: configure the session.
     public mutating func channelOpened(now: Instant) {
         guard !isChannelOpen else { return }
+        self.now = now
         isChannelOpen = true
-        send(sessionUpdate())
+        for update in sessionUpdates() {
+            send(update)
+            updatesSent += 1
+        }
+        if updatesSent == 0 {
+            configured()  // nothing to configure: the session is as the backend made it
+        } else {
+            updateWarningAt = now + settings.sessionUpdateWarning
+        }
     }
 
     /// The push-to-talk button went down (or a toggle turned talking on).
     public mutating func press(now: Instant) {
         guard settings.turnDetection == .ptt, isChannelOpen, !isTalking else { return }
+        self.now = now
         isTalking = true
+        if commitAt != nil {
+            // Down again within the tail: the same turn goes on (nothing was committed).
+            commitAt = nil
+            return
+        }
         pressedAt = now
         sentMilliseconds = 0
         // The buffer holds whatever was sent since the last turn (the mute gate's
         // silence): this turn starts empty.
         send(["type": "input_audio_buffer.clear"])
+        // A turn still waiting for its commit to be confirmed, or for an open response
+        // to end, is talked over: it gets no response.
+        for i in pendingCommits.indices { pendingCommits[i].create = false }
+        createHeld = false
         let requested = responseRequested
         guard isAssistantSpeaking || requested else { return }
         if responseActive || requested {
@@ -316,11 +519,13 @@ public struct RealtimeConversation: Sendable {
             ignoreNextResponse = true
         }
         setSpeaking(response: false, audio: false)
+        queue.append(.flushPlayback)
     }
 
     /// The push-to-talk button came up (or a toggle turned talking off).
     public mutating func release(now: Instant) {
         guard settings.turnDetection == .ptt, isChannelOpen, isTalking else { return }
+        self.now = now
         isTalking = false
         // 100 ms is the service's floor (PROTOCOLS.md); a setting can only raise it.
         guard sentMilliseconds >= max(100, settings.minimumCommitMilliseconds) else {
@@ -329,9 +534,42 @@ public struct RealtimeConversation: Sendable {
             emit(.tooShort(sentMilliseconds: sentMilliseconds, held: now - pressedAt))
             return
         }
-        send(["type": "input_audio_buffer.commit"])
+        if settings.pttTailMilliseconds > 0 {
+            commitAt = now + .milliseconds(Int64(settings.pttTailMilliseconds))
+        } else {
+            commit()
+        }
+    }
+
+    private mutating func commit() {
+        let id = send(["type": "input_audio_buffer.commit"])
+        if pendingCommits.count >= 8 { pendingCommits.removeFirst() }
+        pendingCommits.append((id, true, now))
+    }
+
+    /// Asks for a response now, or once the server's open response is done.
+    private mutating func requestResponse() {
+        if serverResponseOpen || responseRequested {
+            createHeld = true
+            return
+        }
+        createHeld = false
         send(["type": "response.create"])
         responseRequested = true
+    }
+
+    /// The session is set up as asked (or the wait ended): earlier turns, then the
+    /// held lines; the caller opens the microphone after.
+    private mutating func configured() {
+        guard !isConfigured else { return }
+        isConfigured = true
+        for turn in carried {
+            let content: JSONValue = turn.role == .user ? ["type": "input_text", "text": .string(turn.text)]
+                                                        : ["type": "output_text", "text": .string(turn.text)]
+            send(["type": "conversation.item.create",
+                  "item": ["type": "message", "role": .string(turn.role.rawValue), "content": [content]]])
+        }
+        for line in lines { queue.append(.send(line)) }
     }
 
     /// The uplink sent `milliseconds` of audio (one RTP packet's worth, silence
@@ -354,12 +592,14 @@ public struct RealtimeConversation: Sendable {
         if isText {
             received(utf8: message, now: now)
         } else {
+            self.now = now
             lastReceived = now
             emit(.malformed("a binary message of \(message.count) bytes (events are JSON text)"))
         }
     }
 
     private mutating func received(utf8: [UInt8], now: Instant) {
+        self.now = now
         lastReceived = now
         let event: JSONValue
         do throws(JSONError) {
@@ -385,22 +625,66 @@ public struct RealtimeConversation: Sendable {
     /// `audio.input.transcription.model`, `audio.input.turn_detection`,
     /// `audio.output.voice`). Fields left nil in the settings are not sent, so the
     /// server keeps its own (a backend may have set them when it created the session).
+    /// Every `session.update` sent on open, in order (issue 17): `turn_detection` in
+    /// its own first update, so a refusal of the rest (a voice the session cannot
+    /// change) cannot leave the server's VAD answering a push-to-talk device; then the
+    /// rest. Only what is configured is sent: a backend's choices survive.
+    public func sessionUpdates() -> [JSONValue] {
+        var out: [JSONValue] = []
+        if let td = turnDetectionValue() {
+            var input = JSONObject()
+            input["turn_detection"] = td
+            out.append(Self.update(audioInput: input))
+        }
+        if let rest = sessionUpdate(includingTurnDetection: false) { out.append(rest) }
+        return out
+    }
+
+    /// The whole configuration in one `session.update` (GA shape).
     public func sessionUpdate() -> JSONValue {
+        sessionUpdate(includingTurnDetection: true) ?? Self.update(audioInput: JSONObject())
+    }
+
+    /// What `turn_detection` is sent as, if anything: null for push-to-talk (turns end
+    /// with our commit); in voice mode only a configured kind or figure, stated with
+    /// `create_response`/`interrupt_response` (the server answers and stops when the
+    /// user talks over it). `threshold` and `silence_duration_ms` are `server_vad`'s.
+    func turnDetectionValue() -> JSONValue? {
+        switch settings.turnDetection {
+        case .ptt:
+            return .null
+        case .vad:
+            guard settings.vadType != nil || settings.vadThreshold != nil || settings.vadSilenceMilliseconds != nil else { return nil }
+            let type = settings.vadType ?? .serverVAD
+            var td = JSONObject()
+            td["type"] = .string(type.rawValue)
+            if type == .serverVAD {
+                if let t = settings.vadThreshold { td["threshold"] = .number(JSONNumber(t)) }
+                if let ms = settings.vadSilenceMilliseconds { td["silence_duration_ms"] = JSONValue(ms) }
+            }
+            td["create_response"] = true
+            td["interrupt_response"] = true
+            return .object(td)
+        }
+    }
+
+    static func update(audioInput: JSONObject) -> JSONValue {
+        var audio = JSONObject()
+        audio["input"] = .object(audioInput)
+        return ["type": "session.update", "session": ["type": "realtime", "audio": .object(audio)]]
+    }
+
+    func sessionUpdate(includingTurnDetection: Bool) -> JSONValue? {
         var input = JSONObject()
         if let model = settings.transcriptionModel {
             input["transcription"] = ["model": .string(model)]
         }
-        switch settings.turnDetection {
-        case .ptt:
-            // Null turns server turn detection off: turns end with our commit.
-            input["turn_detection"] = .null
-        case .vad:
-            // Stated in full rather than relying on defaults: the server commits at the
-            // end of speech, answers, and stops its answer when the user talks over it.
-            input["turn_detection"] = ["type": "server_vad", "create_response": true, "interrupt_response": true]
+        if let nr = settings.noiseReduction {
+            input["noise_reduction"] = nr == .off ? .null : ["type": .string(nr.rawValue)]
         }
+        if includingTurnDetection, let td = turnDetectionValue() { input["turn_detection"] = td }
         var audio = JSONObject()
-        audio["input"] = .object(input)
+        if !input.isEmpty { audio["input"] = .object(input) }
         if let voice = settings.voice {
             audio["output"] = ["voice": .string(voice)]
         }
@@ -409,7 +693,8 @@ public struct RealtimeConversation: Sendable {
         if let instructions = settings.instructions {
             session["instructions"] = .string(instructions)
         }
-        session["audio"] = .object(audio)
+        if !audio.isEmpty { session["audio"] = .object(audio) }
+        guard session.count > 1 else { return nil }
         return ["type": "session.update", "session": .object(session)]
     }
 
@@ -420,19 +705,30 @@ public struct RealtimeConversation: Sendable {
         case "session.created", "session.updated":
             isSessionReady = true
             emit(.sessionReady(updated: type == "session.updated"))
-            if type == "session.updated" { checkTurnDetection(event) }
+            if !expiresReported, let at = event["session"]?["expires_at"]?.int64, at > 0 {
+                expiresReported = true
+                emit(.expires(at: at))
+            }
+            if type == "session.updated" {
+                checkTurnDetection(event)
+                updatesConfirmed += 1
+                if updatesConfirmed >= updatesSent { configured() }
+            }
 
         case "error":
             handleError(event)
 
         case "input_audio_buffer.speech_started":
+            isUserSpeaking = true
             emit(.userSpeech(true))
         case "input_audio_buffer.speech_stopped":
+            isUserSpeaking = false
             emit(.userSpeech(false))
 
         case "response.created":
             let id = event["response"]?["id"]?.string
             responseRequested = false
+            serverResponseOpen = true
             if ignoreNextResponse {
                 // The response a press cancelled before the server had created it.
                 ignoreNextResponse = false
@@ -447,14 +743,26 @@ public struct RealtimeConversation: Sendable {
             let id = event["response_id"]?.string
             if id != nil && id == cancelledResponseID { return }  // late, we already stopped it
             setSpeaking(response: responseActive, audio: true)
-        case "output_audio_buffer.stopped", "output_audio_buffer.cleared":
+        case "output_audio_buffer.stopped":
             setSpeaking(response: responseActive, audio: false)
+        case "output_audio_buffer.cleared":
+            // The server dropped what it had not sent yet (VAD interruption, or our
+            // clear): what is already here must not play on either.
+            setSpeaking(response: responseActive, audio: false)
+            queue.append(.flushPlayback)
+
+        case "input_audio_buffer.committed":
+            committed(event)
 
         case "conversation.item.input_audio_transcription.delta":
             transcriptDelta(event, role: .user, type: type, field: "delta")
         case "conversation.item.input_audio_transcription.completed":
             transcriptDone(event, role: .user, type: type, field: "transcript")
         case "conversation.item.input_audio_transcription.failed":
+            if let item = event["item_id"]?.string, let i = ordered.firstIndex(where: { $0.role == .user && $0.itemID == item }) {
+                ordered[i].text = ""  // nothing to say for it: the lines behind it go on
+                flushOrdered()
+            }
             let error = event["error"]
             emit(.providerError(code: error?["code"]?.string ?? "transcription_failed",
                                 message: error?["message"]?.string ?? "input transcription failed",
@@ -507,6 +815,13 @@ public struct RealtimeConversation: Sendable {
             // No response will come of it.
             responseRequested = false
             ignoreNextResponse = false
+            // Another response is still open (a cancelled one not yet done): ask
+            // again when it is, or the user's turn is never answered.
+            if code == "conversation_already_has_active_response" && !isTalking { createHeld = true }
+        }
+        if clientEvent == "input_audio_buffer.commit", let id = error["event_id"]?.string {
+            // The commit failed (too little audio, …): no response for the old context.
+            pendingCommits.removeAll { $0.id == id }
         }
         if code == "session_expired" {
             emit(.sessionExpired(message: message))
@@ -543,11 +858,45 @@ public struct RealtimeConversation: Sendable {
         if id == nil || currentResponseID == nil || id == currentResponseID {
             setSpeaking(response: false, audio: audioPlaying)
         }
+        if id == nil || currentResponseID == nil || id == currentResponseID || id == cancelledResponseID {
+            serverResponseOpen = false
+            if createHeld && !responseRequested {
+                createHeld = false
+                requestResponse()
+            }
+        }
+    }
+
+    /// `input_audio_buffer.committed`: our oldest pending commit is in (a commit the
+    /// server made itself, in VAD mode, matches none), and the user item takes its
+    /// place in the transcript order.
+    private mutating func committed(_ event: JSONValue) {
+        if settings.turnDetection == .ptt, !pendingCommits.isEmpty {
+            let c = pendingCommits.removeFirst()
+            if c.create { requestResponse() }
+        }
+        // Only where user transcripts will come (a transcription model is set), or a
+        // line would wait for nothing.
+        guard settings.transcriptionModel != nil, let item = event["item_id"]?.string, !item.isEmpty,
+              !finishedItems.contains(item), !ordered.contains(where: { $0.itemID == item }) else { return }
+        if ordered.count >= Self.maxOrderedLines {
+            ordered[0].text = ordered[0].text ?? ""
+            flushOrdered()
+        }
+        let line = OrderedLine(role: .user, itemID: item, text: nil, since: now)
+        if let previous = event["previous_item_id"]?.string, let i = ordered.firstIndex(where: { $0.itemID == previous }) {
+            ordered.insert(line, at: i + 1)
+        } else {
+            ordered.append(line)
+        }
     }
 
     // MARK: Transcripts
 
     private mutating func transcriptDelta(_ event: JSONValue, role: RealtimeRole, type: String, field: String) {
+        // An input transcription delta may come without text (`delta` absent or null):
+        // nothing new, not a broken event.
+        if role == .user, event[field] == nil || event[field]?.isNull == true { return }
         guard let delta = event[field]?.string else {
             emit(.malformed("\(type): no string '\(field)'"))
             return
@@ -596,8 +945,45 @@ public struct RealtimeConversation: Sendable {
             if finishedItems.count >= 32 { finishedItems.removeFirst() }
             finishedItems.append(itemID)
         }
-        guard capped.utf8.contains(where: { $0 > 32 }) else { return }  // empty or blank
-        emit(.transcript(role: role, text: capped, final: true, itemID: itemID))
+        guard capped.utf8.contains(where: { $0 > 32 }) else {
+            // Empty or blank: no line, but a user item waiting for it is done.
+            if role == .user, let i = ordered.firstIndex(where: { $0.role == .user && $0.itemID == itemID && $0.text == nil }) {
+                ordered[i].text = ""
+                flushOrdered()
+            }
+            return
+        }
+        finalLine(role: role, text: capped, itemID: itemID)
+    }
+
+    /// A final line takes its place: a user item's own, else after everything so far.
+    private mutating func finalLine(role: RealtimeRole, text: String, itemID: String) {
+        if role == .user, !itemID.isEmpty, let i = ordered.firstIndex(where: { $0.role == .user && $0.itemID == itemID && $0.text == nil }) {
+            ordered[i].text = text
+        } else if ordered.isEmpty {
+            emit(.transcript(role: role, text: text, final: true, itemID: itemID))
+            return
+        } else {
+            if ordered.count >= Self.maxOrderedLines {
+                ordered[0].text = ordered[0].text ?? ""
+                flushOrdered()
+            }
+            ordered.append(OrderedLine(role: role, itemID: itemID, text: text, since: now))
+        }
+        flushOrdered()
+    }
+
+    /// Gives the lines from the front whose turn it is.
+    private mutating func flushOrdered() {
+        while let first = ordered.first, let text = first.text {
+            ordered.removeFirst()
+            if !text.isEmpty { emit(.transcript(role: first.role, text: text, final: true, itemID: first.itemID)) }
+        }
+        // A front item that has waited its time holds nothing back any more.
+        if let first = ordered.first, first.text == nil, ordered.count > 1, now >= first.since + Self.transcriptHold {
+            ordered[0].text = ""
+            flushOrdered()
+        }
     }
 
     // MARK: Helpers
@@ -609,7 +995,8 @@ public struct RealtimeConversation: Sendable {
         if isAssistantSpeaking != was { emit(.speaking(isAssistantSpeaking)) }
     }
 
-    private mutating func send(_ event: JSONValue) {
+    @discardableResult
+    private mutating func send(_ event: JSONValue) -> String {
         let type = event["type"]?.string ?? ""
         let id = "linnet-\(nextEventNumber)"
         nextEventNumber &+= 1
@@ -623,6 +1010,7 @@ public struct RealtimeConversation: Sendable {
         if recentSent.count >= 16 { recentSent.removeFirst() }
         recentSent.append((id, type))
         queue.append(.send(JSONValue.object(object).serializedString()))
+        return id
     }
 
     private mutating func emit(_ event: RealtimeEvent) {

@@ -58,6 +58,8 @@ final class SessionMachine {
     var pending: RequestID?
     var restartRequest: RequestID?
     var closeRequest: RequestID?
+    /// When the ephemeral key expires (Unix seconds), when the token URL said.
+    var keyExpiresAt: Int64?
     var closing: Bool { phase == .closing || phase == .closed }
 
     init(id: Int, core: AgentCore, peerSeed: UInt64) {
@@ -185,9 +187,10 @@ final class SessionMachine {
             pending = nil
             guard !closing else { return }
             guard case .openai(let calls, let tokenURL) = route else { return }
-            switch RouteClient.ephemeralKey(r, tokenURL: tokenURL, now: wallClock, redact: redacted) {
-            case .success(let key):
+            switch RouteClient.ephemeralKeyDetails(r, tokenURL: tokenURL, now: wallClock, redact: redacted) {
+            case .success(let (key, expires)):
                 bearer = BearerCredential(token: key, for: calls)
+                keyExpiresAt = expires
                 sendOffer()
             case .failure(let f):
                 fail(f)
@@ -206,6 +209,11 @@ final class SessionMachine {
                     core.log(.info, "session \(id): redirected to \(next)")
                 }
                 post(RouteClient.redirected(request, to: next, bearer: bearer), redirectsLeft: left - 1)
+            case .failure(.unauthorized(let m)) where isOpenAI && bearer != nil:
+                // The key came from the token URL a moment ago, so the device's token
+                // is fine: the ephemeral key was refused (expired, another project's).
+                // The next session fetches a new one, soon.
+                fail(.transient(m + " — the ephemeral key was refused; a new key is fetched for the next attempt"), .unavailable)
             case .failure(let f):
                 fail(f)
             case .answer(let a):
@@ -232,7 +240,7 @@ final class SessionMachine {
             }
         case .close:
             closeRequest = nil
-            core.log(.info, "session \(id): provider close \(r.status) \(redacted(r.bodyExcerpt(80)))")
+            core.log(.info, "session \(id): provider close \(r.status) \(RouteClient.redactedExcerpt(r, 80, redacted))")
             finishClose()
         }
     }
@@ -287,7 +295,15 @@ final class SessionMachine {
         case .retryAfter(let d, let m): fail(.retryAfter(d, m), .unavailable)
         case .badAnswer(let m): fail(.transient(m), .dataError)
         case .unavailable(let m): fail(.transient(m), .unavailable)
+        case .quota(let m): fail(.quota(m), .unavailable)
+        case .rejected(let m): fail(.rejected(m), .dataError)
+        case .region(let m): fail(.configuration(m), .config)
         }
+    }
+
+    var isOpenAI: Bool {
+        if case .openai = route { return true }
+        return false
     }
 
     func fail(_ failure: SessionFailure, _ status: ExitStatus) {
@@ -459,7 +475,18 @@ final class SessionMachine {
         for r in [pending, restartRequest].compactMap({ $0 }) { core.cancel(r) }
         pending = nil
         restartRequest = nil
-        if let request = RouteClient.closeRequest(route, answer: answer, bearer: bearer) {
+        let request: HTTPRequest?
+        if isOpenAI {
+            let expired = keyExpiresAt.map { e in core.wallClock.map { $0 >= e } ?? false } ?? false
+            request = RouteClient.openAIHangup(answer: answer, key: bearer, keyExpired: expired,
+                                               hangupURL: core.settings.hangupURL, device: core.deviceCredential)
+            if request == nil, expired, answer?.resource != nil {
+                core.log(.info, "session \(id): the ephemeral key has expired, so no hangup request: closing the peer connection ends the call")
+            }
+        } else {
+            request = RouteClient.closeRequest(route, answer: answer, bearer: bearer)
+        }
+        if let request {
             closeRequest = core.request(id, .close, request, timeout: core.settings.closeTimeout)
         } else {
             finishClose()

@@ -18,6 +18,12 @@
 //   (401/403) back off long: the token will not fix itself in half a second. A
 //   `Retry-After` is honoured as a floor, up to `maximumRetryAfter`; a capped one is
 //   reported with the wait that will really be done (the asked one beside it).
+// - A rollover switches at a quiet moment (issue 17): a rollover candidate that
+//   connects while the conversation is busy (the button held, the user speaking, the
+//   assistant answering: `setBusy`) waits, connected, until it is quiet, at the
+//   latest `switchGuard` before the primary's limit. The five-minute margin is the
+//   time there is to find that moment. The limit is the session's own `expires_at`
+//   where the provider gave it (`sessionExpires`), else `maximumSessionAge`.
 // - `max-attempts` runs (scripts) are bounded in time as well as in attempts
 //   (`AttemptLimit`): a long Retry-After or the 401/403 back-off ends them at once
 //   rather than making them sit for minutes.
@@ -40,12 +46,19 @@ public enum SessionFailure: Sendable, Equatable, CustomStringConvertible {
     /// The server asked for a pause (`Retry-After`, RFC 9110 §10.2.3): the wait, and
     /// what the server asked for when the supervisor capped it (`maximumRetryAfter`).
     case retryAfter(Duration, String, asked: Duration? = nil)
+    /// The provider refused the request itself (a 4xx with an error body, 400
+    /// `invalid_offer`): the same request fails again. Backs off as long as
+    /// `unauthorized`.
+    case rejected(String)
+    /// The account has no quota left (429 `insufficient_quota`): not a rate limit.
+    /// Backs off as long as `unauthorized`.
+    case quota(String)
 
     public var description: String {
         switch self {
         case .transient(let m): return m
         case .unauthorized(let m): return m + " (check the token)"
-        case .configuration(let m): return m
+        case .configuration(let m), .rejected(let m), .quota(let m): return m
         case .retryAfter(let d, let m, let asked):
             guard let asked else { return m + " (retry after \(spokenSeconds(d)))" }
             return m + " (retry after \(spokenSeconds(d)), the cap; the server asked for \(spokenSeconds(asked)))"
@@ -78,8 +91,18 @@ public struct SupervisorPolicy: Sendable, Equatable {
     public var maximumSessionAge = Duration.seconds(3_600)
     /// Whether the route supports ICE restart at all.
     public var iceRestart = false
+    /// A rollover waiting for a quiet moment switches this long before the primary's
+    /// limit whatever is going on (a cut sentence beats a dropped session).
+    public var switchGuard = Duration.seconds(10)
 
     public init() {}
+
+    /// How long before the limit the next session is started (a tenth of it, at most
+    /// five minutes).
+    public var rolloverMargin: Duration { min(Duration.seconds(300), maximumSessionAge / 10) }
+
+    /// `switchGuard`, but at most half the margin (short test limits).
+    public var forcedSwitchLead: Duration { min(switchGuard, rolloverMargin / 2) }
 
     /// When the next session is started: before the limit by a tenth of it, at most
     /// five minutes (55 minutes for a 60-minute limit) — time enough for a few slow
@@ -130,6 +153,8 @@ public final class Supervisor {
         /// Set while an ICE restart is running.
         var restartDeadline: Instant? = nil
         var lostAt: Instant? = nil
+        /// When the provider ends it (its session limit).
+        var limit: Instant? = nil
     }
 
     public let policy: SupervisorPolicy
@@ -145,6 +170,8 @@ public final class Supervisor {
     var random: SeededRandom
     var outputs = OutputQueue<SupervisorAction>()
     var closing = false
+    /// The conversation is not at a quiet moment (see `setBusy`).
+    public private(set) var busy = false
 
     public init(policy: SupervisorPolicy, seed: UInt64) {
         self.policy = policy
@@ -170,17 +197,15 @@ public final class Supervisor {
         if candidate?.id == id, var c = candidate {
             c.connected = true
             c.connectedAt = now
-            candidate = nil
-            // Make before break: audio moves to the new session first, then the old one
-            // is closed (the IO layer sees which session the audio came from).
-            let old = primary
-            primary = c
-            emit(.switchAudio(to: id))
-            if let old { emit(.closeSession(id: old.id)) }
+            c.limit = now + policy.maximumSessionAge
             attempts = 0
             retryAt = nil
-            rolloverAt = now + policy.rolloverAge
-            set(.connected, nil)
+            if candidateReason == .rollover, busy, primary?.connected == true {
+                // Wait for a quiet moment (or the guard before the primary's limit).
+                candidate = c
+                return
+            }
+            promote(c, now: now)
         } else if primary?.id == id, var p = primary {
             // Back after a disconnection (consent answered again, or an ICE restart).
             p.connected = true
@@ -199,11 +224,57 @@ public final class Supervisor {
         }
     }
 
+    /// Make before break: audio moves to the new session first, then the old one is
+    /// closed (the IO layer sees which session the audio came from).
+    func promote(_ c: Slot, now: Instant) {
+        candidate = nil
+        let old = primary
+        primary = c
+        emit(.switchAudio(to: c.id))
+        if let old { emit(.closeSession(id: old.id)) }
+        rolloverAt = (c.limit ?? now + policy.maximumSessionAge) - policy.rolloverMargin
+        set(.connected, nil)
+    }
+
+    /// Whether the conversation is at a quiet moment (false) or not: the button held,
+    /// the user speaking, the assistant answering. A rollover switches only when quiet.
+    public func setBusy(_ on: Bool, now: Instant) {
+        busy = on
+        if !on { switchIfReady(now: now) }
+    }
+
+    /// The provider says when session `id` ends (OpenAI's `session.expires_at`): the
+    /// rollover is planned from that rather than from `maximumSessionAge`.
+    public func sessionExpires(_ id: Int, at limit: Instant, now: Instant) {
+        if primary?.id == id, var p = primary {
+            p.limit = limit
+            primary = p
+            if candidate == nil || candidateReason != .rollover { rolloverAt = max(now, limit - policy.rolloverMargin) }
+        } else if candidate?.id == id, var c = candidate {
+            c.limit = limit
+            candidate = c
+        }
+    }
+
+    /// A rollover candidate that waited is switched to, if it is quiet (or time is up).
+    func switchIfReady(now: Instant) {
+        guard !closing, let c = candidate, c.connected else { return }
+        let forced = primary?.limit.map { now >= $0 - policy.forcedSwitchLead } ?? false
+        guard !busy || forced || primary?.connected != true else { return }
+        promote(c, now: now)
+    }
+
     /// Session `id` lost consent (ICE `disconnected`): it may come back.
     public func disconnected(_ id: Int, now: Instant) {
         guard !closing, var p = primary, p.id == id, p.connected else { return }
         p.connected = false
         p.lostAt = now
+        if let c = candidate, c.connected {
+            // A rollover was waiting for a quiet moment: it is the way out now.
+            primary = p
+            promote(c, now: now)
+            return
+        }
         set(.disconnected, "no answer to consent checks")
         if policy.iceRestart {
             p.restartDeadline = now + policy.iceRestartTimeout
@@ -238,6 +309,12 @@ public final class Supervisor {
             scheduleRetry(after: failure, now: now)
             if primary == nil { set(.failed, failure.description) }
         } else if primary?.id == id {
+            if let c = candidate, c.connected {
+                primary = nil
+                emit(.closeSession(id: id))
+                promote(c, now: now)
+                return
+            }
             emit(.closeSession(id: id))
             primary = nil
             rolloverAt = nil
@@ -253,6 +330,12 @@ public final class Supervisor {
     public func ended(_ id: Int, now: Instant) {
         guard !closing else { return }
         if primary?.id == id {
+            if let c = candidate, c.connected {
+                primary = nil
+                emit(.closeSession(id: id))
+                promote(c, now: now)
+                return
+            }
             emit(.closeSession(id: id))
             primary = nil
             rolloverAt = nil
@@ -278,7 +361,8 @@ public final class Supervisor {
 
     public func handleTimeout(now: Instant) {
         guard !closing else { return }
-        if let c = candidate, c.startedAt + policy.connectTimeout <= now {
+        switchIfReady(now: now)
+        if let c = candidate, !c.connected, c.startedAt + policy.connectTimeout <= now {
             failed(c.id, .transient("no media connection within \(policy.connectTimeout)"), now: now)
         }
         if let p = primary, let d = p.restartDeadline, d <= now {
@@ -304,7 +388,10 @@ public final class Supervisor {
 
     public var nextDeadline: Instant {
         var t = Instant.distantFuture
-        if let c = candidate { t = min(t, c.startedAt + policy.connectTimeout) }
+        if let c = candidate {
+            if !c.connected { t = min(t, c.startedAt + policy.connectTimeout) }
+            else if let limit = primary?.limit { t = min(t, limit - policy.forcedSwitchLead) }
+        }
         if let d = primary?.restartDeadline { t = min(t, d) }
         if let r = retryAt { t = min(t, r) }
         if let r = rolloverAt { t = min(t, r) }
@@ -346,7 +433,7 @@ public final class Supervisor {
         switch failure {
         case .transient:
             delay = fullJitter(ceiling: exponential(policy.initialBackoff, policy.maximumBackoff))
-        case .unauthorized, .configuration:
+        case .unauthorized, .configuration, .rejected, .quota:
             // Half fixed, half jittered: long, but a fleet does not come back in step.
             let d = exponential(policy.authBackoff, policy.maximumAuthBackoff)
             delay = d / 2 + fullJitter(ceiling: d / 2)

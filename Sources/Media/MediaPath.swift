@@ -72,6 +72,11 @@ public final class MediaPath {
 
     /// A received packet (extended sequence number, RTP timestamp, its Opus payload,
     /// which the jitter buffer keeps as it is).
+    /// Barge-in: drops what the jitter buffer holds, so the cut is heard at once.
+    public func flushPlayback() {
+        jitter.discardBuffered()
+    }
+
     public func received(sequence: Int64, timestamp: UInt32, payload: [UInt8], arrival: Instant) {
         receiving = true
         jitter.insert(sequence: sequence, timestamp: timestamp, payload: payload, arrival: arrival)

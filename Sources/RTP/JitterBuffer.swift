@@ -299,6 +299,31 @@ public struct JitterBuffer: Sendable {
         targetDelay = min(max(wanted, configuration.minDelay), configuration.maxDelay)
     }
 
+    // MARK: Flush
+
+    /// Drops every packet buffered ahead of the playout position (a barge-in: what the
+    /// assistant was still going to say must not play on). Playout then holds, as when
+    /// it runs dry, and the next packet starts a talkspurt at the target delay. Returns
+    /// how many packets were dropped.
+    @discardableResult
+    public mutating func discardBuffered() -> Int {
+        guard let next = nextSequence, highestSequence >= next else { return 0 }
+        var dropped = 0
+        var s = next
+        while s <= highestSequence && s < next + Int64(configuration.capacity) {
+            if slot(s) != nil {
+                slots[index(s)] = nil
+                dropped += 1
+            }
+            s += 1
+        }
+        nextSequence = highestSequence + 1
+        playoutTs = max(playoutTs, highestTs + frameTicks)
+        stalled = true
+        delayAverage = nil
+        return dropped
+    }
+
     // MARK: Pop
 
     /// The next frame. Call once per frame period of the playback; `quiet` says the

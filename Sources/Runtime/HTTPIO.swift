@@ -105,6 +105,8 @@ public final class HTTPClient {
     var trust: TLSTrustStore?
     var random: TLSRandom?
 
+    /// Which hosts the pins apply to (`RouteClient.pinsApply`): nil, every https host.
+    public var pinsApply: ((HTTPURL) -> Bool)?
     /// Receives one-line traces (connected, TLS suite, status and timings). Never
     /// header values or bodies. Set it to `{ Log.debug($0) }` for a debug log.
     public var log: ((String) -> Void)?
@@ -423,7 +425,8 @@ public final class HTTPCall {
             // The handshake is bounded by our own deadline; TLSClient's is set past it
             // so the error names the whole exchange's timeout.
             configuration = TLSClientConfiguration(
-                hostname: request.url.host, trust: try self.client.trustStore(), pins: self.client.pins,
+                hostname: request.url.host, trust: try self.client.trustStore(),
+                pins: (self.client.pinsApply?(request.url) ?? true) ? self.client.pins : [],
                 validationTime: self.client.realtime(), handshakeTimeout: (deadline - loop.now) + .seconds(1))
             let random = try self.client.tlsRandom()
             do throws(TLSError) {

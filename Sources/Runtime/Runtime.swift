@@ -110,6 +110,8 @@ public final class Runtime {
                              pushToTalk: config.effectiveTurnDetection == .ptt, turnDetectionName: config.effectiveTurnDetection.rawValue,
                              realtime: realtime, peer: peer)
         settings.halfDuplex = config.effectiveDuplex == .half
+        settings.carryTurns = config.carryTurns
+        settings.hangupURL = config.hangupURL
         return settings
     }
 
@@ -215,6 +217,11 @@ public final class Runtime {
                 calls.removeValue(forKey: id)?.cancel()
             case .mute(let on):
                 audio.mute.setMuted(on)
+            case .flushPlayback(let id):
+                // Barge-in: what is queued to play goes now, in the jitter buffer and
+                // (for the session on the speaker) in the ring and the device.
+                media.paths[id]?.flushPlayback()
+                if let m = media.paths[id], m === activeMedia { audio.flushPlayback() }
             case .switchAudio(let id):
                 activeMedia = media.paths[id]
             case .record(let type, let fields):

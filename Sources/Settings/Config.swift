@@ -24,6 +24,42 @@ public enum Duplex: String, Sendable, Equatable, CaseIterable {
     case half
 }
 
+/// The `turn-detection` key's words: the mode, and for voice detection which kind
+/// the provider is asked for (`vad` asks for none: the session keeps its own).
+public enum TurnDetectionChoice: String, Sendable, Equatable, CaseIterable {
+    case ptt
+    case vad
+    case server_vad
+    case semantic_vad
+
+    public var mode: TurnDetection { self == .ptt ? .ptt : .vad }
+    public var vadType: VADType? {
+        switch self {
+        case .server_vad: return .serverVAD
+        case .semantic_vad: return .semanticVAD
+        case .ptt, .vad: return nil
+        }
+    }
+}
+
+/// The provider's kind of voice detection (OpenAI `turn_detection.type`).
+public enum VADType: String, Sendable, Equatable {
+    /// Silence after speech ends a turn (`threshold`, `silence_duration_ms`).
+    case serverVAD = "server_vad"
+    /// A model judges whether the user has finished.
+    case semanticVAD = "semantic_vad"
+}
+
+/// `noise-reduction`: the provider's input noise reduction (`audio.input.noise_reduction`).
+public enum NoiseReduction: String, Sendable, Equatable, CaseIterable {
+    /// A close-talking microphone (headset).
+    case near_field
+    /// A microphone across the room (a kiosk, a conference HAT).
+    case far_field
+    /// Sent as `null`: none.
+    case off
+}
+
 /// What `linnet answer` sends back.
 public enum AnswerMode: String, Sendable, Equatable, CaseIterable {
     /// What it receives.
@@ -69,6 +105,8 @@ public struct Config: Sendable, Equatable {
     public var openai = false
     public var tokenURL: HTTPURL? = nil
     public var openaiURL = HTTPURL(secure: true, host: "", port: 0, target: "/")
+    /// The backend's route that ends an OpenAI call (`{"call_id"}`).
+    public var hangupURL: HTTPURL? = nil
     /// The bearer token file; nil: `$CREDENTIALS_DIRECTORY/token` (RunCommand).
     public var tokenFile: String? = nil
     public var caFile: String? = nil
@@ -106,6 +144,15 @@ public struct Config: Sendable, Equatable {
     public var turnDetection: TurnDetection? = nil
     /// Nil: `full` with `aec`, else `half`.
     public var duplex: Duplex? = nil
+    /// `server_vad` / `semantic_vad` from `turn-detection`; nil: the session's own.
+    public var vadType: VADType? = nil
+    public var vadThreshold: Double? = nil
+    public var vadSilenceMS: Int? = nil
+    public var noiseReduction: NoiseReduction? = nil
+    /// Milliseconds a push-to-talk commit waits after the release.
+    public var pttTailMS = 0
+    /// Earlier transcript turns given to a new session (0: none).
+    public var carryTurns = 0
     public var maxSessionMinutes = 0
     public var maxSessionSeconds: Int? = nil
     public var eventsChannel = ""

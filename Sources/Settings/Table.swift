@@ -32,6 +32,10 @@ extension SettingsTable {
         .value("openai", .boolean, .route, .agent, default: "false",
                "OpenAI Realtime directly, with an ephemeral key from token-url") { $0.openai = $1 },
         .optional("token-url", .url, .route, .agent, "where the backend hands out OpenAI ephemeral keys") { $0.tokenURL = $1 },
+        .optional("hangup-url", .url, .route, .agent,
+                  "where the backend ends an OpenAI call (POST {\"call_id\"} with the token); without it the ephemeral key hangs up while it is valid") {
+            $0.hangupURL = $1
+        },
         .value("openai-url", .url, .route, .agent, default: "https://api.openai.com/v1/realtime/calls",
                "where OpenAI Realtime calls are created (the ephemeral key is the bearer)") { $0.openaiURL = $1 },
 
@@ -80,8 +84,25 @@ extension SettingsTable {
         .optional("instructions", .text("TEXT"), .session, .agent, "the provider's instructions") { $0.instructions = $1 },
         .optional("voice", .word("NAME"), .session, .agent, "the provider's voice") { $0.voice = $1 },
         .optional("transcription-model", .word("NAME"), .session, .agent, "the model that transcribes the user") { $0.transcriptionModel = $1 },
-        .optional("turn-detection", Parser<TurnDetection>.oneOf, .session, .agent,
-                  "push-to-talk turns, or the provider's voice detection (default ptt with a button, else vad)") { $0.turnDetection = $1 },
+        .optional("turn-detection", Parser<TurnDetectionChoice>.oneOf, .session, .agent,
+                  "push-to-talk turns, or the provider's voice detection: vad keeps the session's own kind, server_vad or semantic_vad asks for one (default ptt with a button, else vad)") {
+            $0.turnDetection = $1?.mode
+            $0.vadType = $1?.vadType
+        },
+        .optional("vad-threshold", .decimal(0...1, "a number from 0 to 1", metavar: "X"), .session, .agent,
+                  "server_vad: how loud speech must be to count (0–1; unset: the session's)") { $0.vadThreshold = $1 },
+        .optional("vad-silence-ms", .whole(100...10_000, "a whole number of milliseconds from 100 to 10000", metavar: "MS"), .session, .agent,
+                  "server_vad: the silence that ends a turn (unset: the session's)") { $0.vadSilenceMS = $1 },
+        .optional("noise-reduction", Parser<NoiseReduction>.oneOf, .session, .agent,
+                  "the provider's input noise reduction: near_field, far_field or off (unset: the session's)") { $0.noiseReduction = $1 },
+        .value("ptt-tail-ms", .whole(0...2_000, "a whole number of milliseconds from 0 to 2000", metavar: "MS"), .session, .agent,
+               default: "200", "a push-to-talk turn is committed this long after the release (the last words are still on their way)") {
+            $0.pttTailMS = $1
+        },
+        .value("carry-turns", .whole(0...100, "a whole number from 0 to 100"), .session, .agent, default: "20",
+               "the last N transcript lines a new session (rollover, reconnect) is given, so the assistant remembers (0: none)") {
+            $0.carryTurns = $1
+        },
         .optional("duplex", Parser<Duplex>.oneOf, .session, .agent,
                   "full: the microphone stays open while the assistant speaks (barge-in); half: silence is sent meanwhile (default full with aec, else half)") {
             $0.duplex = $1

@@ -98,7 +98,8 @@ extension Parser where Value == Int {
 extension Parser where Value == Double {
     /// `[-+]digits[.digits]` within `range` (at most 6 fractional digits, no exponent).
     static func decimal(_ range: ClosedRange<Int>, _ expected: String, metavar: String) -> Parser {
-        Parser(metavar: metavar, expected: expected, example: String(range.lowerBound + 1) + ".5") { v in
+        let example = String(range.upperBound - range.lowerBound > 1 ? range.lowerBound + 1 : range.lowerBound) + ".5"
+        return Parser(metavar: metavar, expected: expected, example: example) { v in
             guard let d = decimalNumber(v), d >= Double(range.lowerBound) && d <= Double(range.upperBound) else { return nil }
             return d
         }

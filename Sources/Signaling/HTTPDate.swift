@@ -100,7 +100,14 @@ extension HTTPResponse {
     /// `Retry-After: 120` (delay-seconds) or `Retry-After: <HTTP-date>`, measured from
     /// `now` (Unix seconds from the real-time clock; a date in the past means no wait).
     /// Nil when the header is absent or is neither form.
+    ///
+    /// OpenAI's API also sends `retry-after-ms` (milliseconds, possibly fractional),
+    /// which is read first, and writes `Retry-After` with fractional seconds ("1.5");
+    /// both are honoured as OpenAI's own SDKs do (openai-node `shouldRetry`/`retryRequest`).
     public func retryAfter(now: Int64) -> Duration? {
+        if let ms = headers["retry-after-ms"].flatMap({ Self.decimalNanoseconds($0.trimmingSpaces, scale: 1_000_000) }) {
+            return ms
+        }
         guard let raw = headers["Retry-After"] else { return nil }
         let value = raw.trimmingSpaces
         let bytes = Array(value.utf8)
@@ -109,7 +116,39 @@ extension HTTPResponse {
             if bytes.count > 9 { return Self.maxRetryAfter }
             return .seconds(HTTPDate.digits(value) ?? 0)
         }
+        if let fractional = Self.decimalNanoseconds(value, scale: 1_000_000_000) { return fractional }
         guard let date = HTTPDate.parse(value, now: now) else { return nil }
         return date <= now ? .zero : min(.seconds(date - now), Self.maxRetryAfter)
+    }
+
+    /// `x-should-retry: true|false`: the server's own word on whether a retry can help
+    /// (OpenAI's SDKs obey it before looking at the status). Nil when absent or other.
+    public var shouldRetry: Bool? {
+        switch headers["x-should-retry"]?.trimmingSpaces {
+        case "true": return true
+        case "false": return false
+        default: return nil
+        }
+    }
+
+    /// "1.5" (or "250") in units of `scale` nanoseconds, as a Duration: digits, at most
+    /// one '.', at most 9 digits each side (clamped to `maxRetryAfter`). Nil otherwise.
+    static func decimalNanoseconds(_ s: String, scale: Int64) -> Duration? {
+        let parts = s.split(separator: ".", maxSplits: 2, omittingEmptySubsequences: false)
+        guard parts.count <= 2, let whole = parts.first, !whole.isEmpty || parts.count == 2 else { return nil }
+        guard whole.utf8.allSatisfy({ $0 >= 48 && $0 <= 57 }), whole.utf8.count <= 9 else {
+            return whole.utf8.allSatisfy({ $0 >= 48 && $0 <= 57 }) ? maxRetryAfter : nil
+        }
+        var n = (HTTPDate.digits(String(whole)) ?? 0) * scale
+        if parts.count == 2 {
+            let frac = parts[1]
+            guard !frac.isEmpty, frac.utf8.allSatisfy({ $0 >= 48 && $0 <= 57 }) else { return nil }
+            var unit = scale
+            for b in frac.utf8.prefix(9) {
+                unit /= 10
+                n += Int64(b - 48) * unit
+            }
+        }
+        return min(Duration(nanoseconds: n), maxRetryAfter)
     }
 }

@@ -222,12 +222,39 @@ public enum RouteFailure: Error, Equatable, Sendable, CustomStringConvertible {
     case badAnswer(String)
     /// No answer, or a refusal (5xx and other statuses).
     case unavailable(String)
+    /// 429 `insufficient_quota`: the account is out of credit. Not a rate limit: no
+    /// retry helps until someone pays, so it backs off long.
+    case quota(String)
+    /// A 4xx with a JSON error body (OpenAI's `{"error": {"code", "message"}}`, e.g.
+    /// 400 `invalid_offer`), or one whose `x-should-retry` is `false`: the request itself
+    /// is wrong, so the same request will fail again. Backs off long; ends a
+    /// `max-attempts` run with the data-error status.
+    case rejected(String)
+    /// 403 `unsupported_country_region_territory`: the provider does not serve the
+    /// place the device is in. Only a person (another region, a proxy) can fix it.
+    case region(String)
 
     public var description: String {
         switch self {
-        case .unauthorized(let m), .badAnswer(let m), .unavailable(let m): return m
+        case .unauthorized(let m), .badAnswer(let m), .unavailable(let m), .quota(let m), .rejected(let m), .region(let m): return m
         case .retryAfter(_, let m): return m
         }
+    }
+}
+
+/// OpenAI's error body: `{"error": {"message": …, "type": …, "param": …, "code": …}}`.
+public struct ProviderErrorBody: Equatable, Sendable {
+    public var code: String?
+    public var type: String?
+    public var message: String?
+
+    /// Nil unless the body is JSON with an `error` object.
+    public init?(_ body: [UInt8]) {
+        guard !body.isEmpty, body.count <= 64 * 1024, let json = try? JSONValue.parse(body), let error = json["error"],
+              case .object = error else { return nil }
+        code = error["code"]?.string
+        type = error["type"]?.string
+        message = error["message"]?.string
     }
 }
 
@@ -262,6 +289,7 @@ public enum RouteClient {
     /// `POST {token-url}` `{}` with the device's token: the ephemeral key for OpenAI.
     public static func ephemeralKeyRequest(_ tokenURL: HTTPURL, credential: BearerCredential?) -> HTTPRequest {
         var h = HTTPHeaders()
+        h.add("User-Agent", userAgent)
         h.add("Content-Type", RouteMediaType.json)
         if let value = credential?.authorization(for: tokenURL) { h.add("Authorization", value) }
         return HTTPRequest(method: "POST", url: tokenURL, headers: h, body: Array("{}".utf8))
@@ -270,13 +298,40 @@ public enum RouteClient {
     /// The key from the token URL's answer: GA `client_secrets` shape `{"value": …}` or the
     /// older `{"client_secret": {"value": …}}`; printable ASCII only (it goes into a header).
     public static func ephemeralKey(_ r: HTTPResponse, tokenURL: HTTPURL, now: Int64, redact: (String) -> String) -> Result<String, RouteFailure> {
+        ephemeralKeyDetails(r, tokenURL: tokenURL, now: now, redact: redact).map { $0.key }
+    }
+
+    /// The key and when it expires (`expires_at`, Unix seconds; OpenAI's default is 10
+    /// minutes after it was made), when the answer says.
+    public static func ephemeralKeyDetails(_ r: HTTPResponse, tokenURL: HTTPURL, now: Int64,
+                                           redact: (String) -> String) -> Result<(key: String, expiresAt: Int64?), RouteFailure> {
         guard (200..<300).contains(r.status) else { return .failure(classify(r, "the token URL \(tokenURL)", now: now, redact: redact)) }
         let json = try? JSONValue.parse(r.body)
         guard let key = json?["value"]?.string ?? json?["client_secret"]?["value"]?.string, !key.isEmpty,
               !key.utf8.contains(where: { $0 < 0x21 || $0 > 0x7E }) else {
-            return .failure(.badAnswer("the token URL \(tokenURL) answered without a key (expected JSON {\"value\": …}): \(redact(r.bodyExcerpt(80)))"))
+            return .failure(.badAnswer("the token URL \(tokenURL) answered without a key (expected JSON {\"value\": …}): \(redactedExcerpt(r, 80, redact))"))
         }
-        return .success(key)
+        let expires = json?["expires_at"]?.int64 ?? json?["client_secret"]?["expires_at"]?.int64
+        return .success((key, expires))
+    }
+
+    /// Ending an OpenAI call (issue 17). OpenAI documents `/calls/{id}/hangup` with the
+    /// real API key, which the device does not have, and the ephemeral key it has expires
+    /// (10 minutes by default). So: through the backend's `hangup-url` where there is one
+    /// (POST `{"call_id": …}` with the device's token); else with the ephemeral key while
+    /// it is valid; past its `expires_at`, nothing (the peer connection's close ends it).
+    public static func openAIHangup(answer: RouteAnswer?, key: BearerCredential?, keyExpired: Bool,
+                                    hangupURL: HTTPURL?, device: BearerCredential?) -> HTTPRequest? {
+        guard let resource = answer?.resource else { return nil }
+        if let hangupURL {
+            let id = resource.target.split(separator: "/").last.map(String.init) ?? ""
+            guard !id.isEmpty else { return nil }
+            let body: JSONValue = ["call_id": .string(id)]
+            return HTTPRequest(method: "POST", url: hangupURL, headers: headers(RouteMediaType.json, device, hangupURL), body: body.serialized())
+        }
+        if keyExpired { return nil }
+        let url = RoutePath.hangup(resource)
+        return HTTPRequest(method: "POST", url: url, headers: headers(nil, key, url))
     }
 
     /// The offer request for `route`, with `Authorization` only where `bearer` belongs.
@@ -331,7 +386,7 @@ public enum RouteClient {
         case .backend:
             guard (200..<300).contains(r.status) else { return .failure(classify(r, route.providerWords, now: now, redact: redact)) }
             guard let json = try? JSONValue.parse(r.body), let sdp = json["sdp"]?.string else {
-                return .failure(.badAnswer("the backend's answer is not JSON with an \"sdp\" string: \(redact(r.bodyExcerpt(120)))"))
+                return .failure(.badAnswer("the backend's answer is not JSON with an \"sdp\" string: \(redactedExcerpt(r, 120, redact))"))
             }
             switch voiceID(json["id"]) {
             case .absent: break
@@ -404,16 +459,66 @@ public enum RouteClient {
         return .success((r.bodyText, r.headers["ETag"]))
     }
 
-    /// 401/403 → the token; `Retry-After` → as asked; other statuses → unavailable.
+    /// What a refusal means (issue 17):
+    /// - 401 → the token; 403 → the token, unless the body says the region is not
+    ///   served (`unsupported_country_region_territory`).
+    /// - 429 `insufficient_quota` → `.quota` (no credit, not a rate limit).
+    /// - A wait asked for (`retry-after-ms`, `Retry-After`, fractional or a date) →
+    ///   `.retryAfter`.
+    /// - `x-should-retry: false`, or a 4xx with a JSON error body (400 `invalid_offer`,
+    ///   422 …) → `.rejected`; `x-should-retry: true` → `.unavailable` (an ordinary retry).
+    /// - Other statuses (5xx, a 429 rate limit without a wait) → `.unavailable`.
+    /// The message shows the provider's own `error.message` where it gave one.
     public static func classify(_ r: HTTPResponse, _ who: String, now: Int64, redact: (String) -> String) -> RouteFailure {
-        let message = "\(who) answered \(r.status) \(redact(r.reason)): \(redact(r.bodyExcerpt(120)))"
+        let body = ProviderErrorBody(r.body)
+        let said: String
+        if let m = body?.message, !m.isEmpty {
+            said = redact(m.utf8.count > 300 ? String(decoding: Array(m.utf8.prefix(300)), as: UTF8.self) + "…" : m)
+                + (body?.code.map { " [\($0)]" } ?? "")
+        } else {
+            said = redactedExcerpt(r, 120, redact)
+        }
+        let message = "\(who) answered \(r.status) \(redact(r.reason)): \(said)"
+        let code = body?.code ?? body?.type
+        if r.status == 403, code == "unsupported_country_region_territory" {
+            return .region("\(message) — the provider does not serve this country or region; the token is not the problem")
+        }
         if r.status == 401 || r.status == 403 { return .unauthorized(message) }
+        if r.status == 429, code == "insufficient_quota" || body?.type == "insufficient_quota" {
+            return .quota("\(message) — the account is out of quota (check its plan and billing); this is not a rate limit")
+        }
         if let delay = r.retryAfter(now: now) { return .retryAfter(delay, message) }
+        if let retry = r.shouldRetry { return retry ? .unavailable(message) : .rejected(message) }
+        if (400..<500).contains(r.status), r.status != 408, r.status != 409, r.status != 429, body != nil { return .rejected(message) }
         return .unavailable(message)
+    }
+
+    /// The start of a response's body for a message, with secrets taken out *before* it
+    /// is cut: cut first, a token echoed near the limit would survive as a prefix the
+    /// redaction no longer recognises.
+    public static func redactedExcerpt(_ r: HTTPResponse, _ limit: Int, _ redact: (String) -> String) -> String {
+        let head = HTTPResponse(status: r.status, body: Array(redact(String(decoding: r.body.prefix(16 * 1024), as: UTF8.self)).utf8))
+        return head.bodyExcerpt(limit) + (r.body.count > 16 * 1024 && head.body.count <= limit ? "…" : "")
+    }
+
+    /// `User-Agent` on every route request (OpenAI asks clients to identify themselves).
+    public static let userAgent = "linnet/" + LinnetVersion.string
+
+    /// Whether `pin-sha256` applies to `url` on `route`: the device's own servers (the
+    /// token URL, the backend, the WHIP endpoint) only, never the OpenAI calls host,
+    /// whose certificate chain OpenAI rotates (a pin there would break every device at
+    /// the next rotation).
+    public static func pinsApply(to url: HTTPURL, route: Route) -> Bool {
+        switch route {
+        case .whip(let endpoint): return url.host == endpoint.host
+        case .backend(let base, _): return url.host == base.host
+        case .openai(_, let tokenURL): return url.host == tokenURL.host
+        }
     }
 
     static func headers(_ contentType: String?, _ bearer: BearerCredential?, _ url: HTTPURL) -> HTTPHeaders {
         var h = HTTPHeaders()
+        h.add("User-Agent", userAgent)
         if let contentType { h.add("Content-Type", contentType) }
         if let value = bearer?.authorization(for: url) { h.add("Authorization", value) }
         return h

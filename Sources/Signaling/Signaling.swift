@@ -2,3 +2,8 @@
 /// routes: the app backend, WHIP (RFC 9725) and OpenAI Realtime. (Contents arrive with
 /// issues 4 and 6.)
 import Wire
+
+/// The program's version, for `linnet version` and the `User-Agent` it sends.
+public enum LinnetVersion {
+    public static let string = "0.1.0"
+}

@@ -1,6 +1,7 @@
 // The command line of ../shared/design/CLI.md: dispatch and help. Wiring only; the
 // work lives in the modules.
 import Platform
+import Signaling
 import Codec
 import SRTP
 import DTLS
@@ -24,7 +25,7 @@ import Runtime
 /// Exit statuses live with the agent core (Agent/AgentCore.swift): one rule for every command.
 public typealias ExitStatus = Agent.ExitStatus
 
-let linnetVersion = "0.1.0"
+let linnetVersion = LinnetVersion.string
 
 #if hasFeature(Embedded)
 let buildMode = "embedded"

@@ -133,6 +133,8 @@ enum RunCommand {
             throw CLIFailure(.config, error.description)
         }
         client.log = { Log.debug($0) }
+        // pin-sha256 is for the device's own servers, never OpenAI's rotating chain.
+        client.pinsApply = { RouteClient.pinsApply(to: $0, route: route) }
         var sendOnOpen: [String] = []
         if let path = config.send {
             let bytes: [UInt8]

@@ -27,7 +27,8 @@ import Signaling
     /// The device token buys the ephemeral key at the token URL, and only the key goes
     /// to the calls URL and the hang-up; push-to-talk starts muted; a press unmutes and
     /// sends `input_audio_buffer.clear`; a release after a second of audio mutes and
-    /// sends commit + response.create; the transcripts come back and are what the status
+    /// sends the commit 200 ms later (the tail), and response.create once it is
+    /// committed; the transcripts come back and are what the status
     /// file shows; a tap too short to commit sends its clear and nothing else; SIGTERM
     /// hangs up.
     @Test func pushToTalkOnTheEventsChannel() throws {
@@ -39,7 +40,7 @@ import Signaling
         let call = try #require(w.requestsSent.dropFirst().first?.request)
         #expect(call.url.target == "/v1/realtime/calls" && call.headers["Authorization"] == "Bearer " + w.provider.ephemeralKey)
         #expect(w.mutes.map(\.muted) == [true], "push-to-talk starts muted")
-        #expect(types(provider.messages) == ["session.update"])
+        #expect(types(provider.messages) == ["session.update", "session.update"])
         let update = try JSONValue.parse(Array(provider.messages[0].utf8))
         #expect(update["session"]?["audio"]?["input"]?["turn_detection"] == .null)
 
@@ -49,13 +50,18 @@ import Signaling
         #expect(w.mutes.dropFirst(mutesBefore).map(\.muted) == [false])
         #expect(w.records("ptt").last?["talking"] == .bool(true))
         w.run(for: .milliseconds(100))
-        #expect(types(provider.messages) == ["session.update", "input_audio_buffer.clear"])
+        #expect(types(provider.messages) == ["session.update", "session.update", "input_audio_buffer.clear"])
         w.run(for: .seconds(1))
+        let released = w.now
         w.core.talk(false, now: w.now)
         w.drive()
-        #expect(w.mutes.last?.muted == true)
+        // The ptt tail: the microphone stays open and the commit waits 200 ms.
+        #expect(w.mutes.last?.muted == false)
+        #expect(types(provider.messages) == ["session.update", "session.update", "input_audio_buffer.clear"])
+        w.run(until: released + .milliseconds(200))
+        #expect(w.mutes.last?.muted == true && w.mutes.last?.at == released + .milliseconds(200))
         try #require(w.run(within: .seconds(2)) { w.core.lastAssistantText != nil } != nil)
-        #expect(types(provider.messages) == ["session.update", "input_audio_buffer.clear", "input_audio_buffer.commit", "response.create"])
+        #expect(types(provider.messages) == ["session.update", "session.update", "input_audio_buffer.clear", "input_audio_buffer.commit", "response.create"])
         #expect(w.core.lastUserText == "hello linnet")
         #expect(w.core.lastAssistantText == "Hi, this is the test provider.")
         let finals = w.records("transcript").filter { $0["final"] == .bool(true) }.compactMap { $0["text"]?.string }
@@ -70,7 +76,7 @@ import Signaling
         w.drive()
         w.run(for: .milliseconds(200))
         #expect(w.records("ptt_too_short").count == 1)
-        #expect(types(provider.messages) == ["session.update", "input_audio_buffer.clear", "input_audio_buffer.commit", "response.create",
+        #expect(types(provider.messages) == ["session.update", "session.update", "input_audio_buffer.clear", "input_audio_buffer.commit", "response.create",
                                              "input_audio_buffer.clear"])
         w.stop()
         try #require(w.run(within: .seconds(5)) { w.exited != nil } != nil)
@@ -101,7 +107,7 @@ import Signaling
         w.run(for: .milliseconds(161))
         w.core.talk(false, now: w.now)
         w.drive()
-        w.run(for: .milliseconds(100))
+        w.run(for: .milliseconds(300))
         #expect(types(provider.messages).filter { $0 == "input_audio_buffer.commit" }.count == 1, "\(types(provider.messages))")
     }
 
@@ -123,7 +129,8 @@ import Signaling
         w.drive()
         #expect(w.mutes.map(\.muted) == [false, true, false])
         w.run(for: .milliseconds(200))
-        #expect(types(provider.messages) == ["session.update"])
+        // Nothing configured for voice mode on WHIP: no session.update at all.
+        #expect(types(provider.messages) == [])
     }
 
     /// The status file's fields, on the simulated clock: state and how long it has held,
@@ -165,5 +172,162 @@ import Signaling
         w.stop()
         try #require(w.run(within: .seconds(5)) { w.exited != nil } != nil)
         #expect(w.statuses.last?.status.state == .closed)
+    }
+}
+
+/// The session is configured before anything else reaches it (issue 17): on the OpenAI
+/// route the microphone sends silence and the `send` lines wait until `session.updated`,
+/// on the first session and after every switch; a barge-in empties the playback.
+@Suite struct AgentCoreSessionSetupTests {
+    func types(_ messages: [String]) -> [String] {
+        messages.compactMap { (try? JSONValue.parse(Array($0.utf8)))?["type"]?.string }
+    }
+
+    @Test func silenceAndHeldLinesUntilSessionUpdated() throws {
+        var o = ProviderWorld.Options()
+        o.route = .openai
+        o.sendOnOpen = [#"{"type":"response.create","response":{"instructions":"Greet the user."}}"#]
+        let w = try ProviderWorld(o)
+        // The scripted service confirms the update 300 ms late.
+        var updatedAt: Instant?
+        w.provider.onMessage = { s, text in
+            let out = WorldProvider.realtimeScript(s, text)
+            if text.contains("\"session.update\"") {
+                let world = w
+                world.schedule(after: .milliseconds(300)) { world in
+                    updatedAt = world.now
+                    if let p = s.peer, let ch = s.channel { try? p.send(channel: ch, text: out[0], now: world.now); world.provider.drain(s) }
+                }
+                return []
+            }
+            return out
+        }
+        w.startCore()
+        try #require(w.run(within: .seconds(5)) { w.records("provider_session").contains { $0["state"]?.string == "updated" } } != nil)
+        let provider = try #require(w.provider.sessionOfCore[1])
+        // Voice mode, yet the gate stayed closed until the update was confirmed.
+        #expect(w.mutes.map(\.muted) == [true, false])
+        let opened = try #require(w.mutes.last?.at)
+        #expect(opened == updatedAt.map { $0 + .milliseconds(10) }, "opens when session.updated arrives (10 ms on the way)")
+        w.run(for: .milliseconds(100))
+        #expect(types(provider.messages) == ["session.update", "response.create"], "the send line only after session.updated")
+        #expect(w.problems.isEmpty, "\(w.problems)")
+    }
+
+    @Test func bargeInFlushesPlayback() throws {
+        var o = ProviderWorld.Options()
+        o.route = .openai
+        o.pushToTalk = true
+        let w = try ProviderWorld(o)
+        w.provider.onMessage = { s, text in
+            // A response that goes on speaking: created and started, never done.
+            if text.contains("\"response.create\"") {
+                return [#"{"type":"response.created","response":{"id":"resp_1","status":"in_progress","output":[]}}"#,
+                        #"{"type":"output_audio_buffer.started","response_id":"resp_1"}"#]
+            }
+            return WorldProvider.realtimeScript(s, text)
+        }
+        w.startCore()
+        try #require(w.run(within: .seconds(5)) { w.records("provider_session").contains { $0["state"]?.string == "updated" } } != nil)
+        w.core.talk(true, now: w.now)
+        w.drive()
+        w.run(for: .milliseconds(500))
+        w.core.talk(false, now: w.now)
+        w.drive()
+        try #require(w.run(within: .seconds(2)) { w.core.assistantSpeaking } != nil)
+        #expect(w.flushes.isEmpty)
+        w.core.talk(true, now: w.now)
+        w.drive()
+        #expect(w.flushes.map(\.session) == [1] && w.flushes.first?.at == w.now)
+    }
+}
+
+/// Rollover as a user lives it (issue 17): the button is held across the planned
+/// switch; the utterance is answered on the old session, the switch waits for the
+/// quiet moment after it, and the new session is given the earlier turns
+/// (`conversation.item.create`) before the microphone opens.
+@Suite struct AgentCoreRolloverMemoryTests {
+    func types(_ messages: [String]) -> [String] {
+        messages.compactMap { (try? JSONValue.parse(Array($0.utf8)))?["type"]?.string }
+    }
+
+    @Test func buttonHeldAcrossThePlannedSwitch() throws {
+        var o = ProviderWorld.Options()
+        o.route = .openai
+        o.pushToTalk = true
+        o.maximumSessionAge = .seconds(120)  // rollover planned at 108 s, forced at 114 s
+        let w = try ProviderWorld(o)
+        w.provider.onMessage = WorldProvider.realtimeScript
+        w.startCore()
+        let up = try #require(w.run(within: .seconds(5)) { w.core.state == .connected })
+        try #require(w.run(within: .seconds(5)) { w.records("provider_session").contains { $0["state"]?.string == "updated" } } != nil)
+
+        // A first turn.
+        w.run(until: up + .seconds(2))
+        w.core.talk(true, now: w.now)
+        w.run(for: .seconds(1))
+        w.core.talk(false, now: w.now)
+        try #require(w.run(within: .seconds(2)) { w.core.lastAssistantText != nil } != nil)
+
+        // The second turn is held from 105 s to 111 s: the candidate connects meanwhile.
+        w.run(until: up + .seconds(105))
+        w.core.talk(true, now: w.now)
+        w.drive()
+        try #require(w.run(within: .seconds(5)) { w.sessionsStarted.count == 2 } != nil)
+        #expect(w.sessionsStarted.last?.reason == "rollover")
+        w.run(until: up + .seconds(111))
+        #expect(w.provider.sessionOfCore[2]?.everConnected == true, "the new session is up")
+        #expect(w.audioSession == 1, "no switch while the button is held")
+        w.core.talk(false, now: w.now)
+        w.drive()
+        let old = try #require(w.provider.sessionOfCore[1])
+        let switched = try #require(w.run(within: .seconds(3)) { w.audioSession == 2 })
+        #expect(switched < up + .seconds(114), "a quiet moment came before the forced switch")
+        // The utterance went to the old session and was answered there, before the switch.
+        #expect(types(old.messages).filter { $0 == "response.create" }.count == 2)
+        let finals = w.records("transcript").filter { $0["final"] == .bool(true) && $0.at <= switched }.count
+        #expect(finals == 4, "two user lines and two answers before the switch")
+
+        // The new session learns the earlier turns before anything else.
+        try #require(w.run(within: .seconds(2)) { (w.provider.sessionOfCore[2]?.messages.count ?? 0) >= 6 } != nil)
+        let fresh = try #require(w.provider.sessionOfCore[2])
+        #expect(types(fresh.messages).prefix(6) == ["session.update", "session.update", "conversation.item.create", "conversation.item.create",
+                                                    "conversation.item.create", "conversation.item.create"])
+        let items = try fresh.messages.dropFirst(2).prefix(4).map { try JSONValue.parse(Array($0.utf8))["item"] }
+        #expect(items.map { $0?["role"]?.string } == ["user", "assistant", "user", "assistant"])
+        #expect(items.map { $0?["content"]?[0]?["text"]?.string } == ["hello linnet", "Hi, this is the test provider.",
+                                                                      "hello linnet", "Hi, this is the test provider."])
+        #expect(w.problems.isEmpty, "\(w.problems)")
+    }
+}
+
+@Suite struct AgentCoreSessionExpiryTests {
+    /// The provider's `session.expires_at` (30 minutes here, Azure's limit) plans the
+    /// rollover, though `max-session-minutes` is the default 60: the next session is
+    /// started five minutes before it.
+    @Test func rolloverPlannedFromExpiresAt() throws {
+        var o = ProviderWorld.Options()
+        o.route = .openai
+        o.uplinkEvery = nil
+        o.keepHistory = true
+        let w = try ProviderWorld(o)
+        var expires: Int64 = 0
+        w.provider.onMessage = { s, text in
+            var out = WorldProvider.realtimeScript(s, text)
+            if text.contains("\"session.update\""), expires == 0 {
+                expires = w.wallClock + 30 * 60
+                out.insert(#"{"type":"session.created","session":{"type":"realtime","expires_at":\#(expires)}}"#, at: 0)
+            }
+            return out
+        }
+        w.startCore()
+        try #require(w.run(within: .seconds(5)) { w.records("session_expires").count == 1 } != nil)
+        let told = w.now
+        try #require(w.run(within: .seconds(30 * 60)) { w.sessionsStarted.count == 2 } != nil)
+        let started = try #require(w.sessionsStarted.last)
+        #expect(started.reason == "rollover")
+        // 25 minutes after the event (to the second: the wall clock is whole seconds).
+        let lead = started.at - told
+        #expect(lead >= .seconds(25 * 60 - 1) && lead <= .seconds(25 * 60), "\(lead)")
     }
 }

@@ -205,3 +205,114 @@ func imfFixdate(_ unix: Int64) -> String {
     func two(_ n: Int64) -> String { n < 10 ? "0\(n)" : "\(n)" }
     return "\(weekday), \(two(day)) \(months[Int(month - 1)]) \(year) \(two(secs / 3_600)):\(two(secs / 60 % 60)):\(two(secs % 60)) GMT"
 }
+
+/// Errors that need different answers (issue 17), on the core with the simulated clock.
+@Suite struct AgentCoreErrorClassTests {
+    static func openAIError(_ status: Int, code: String, type: String = "invalid_request_error", message: String,
+                            headers: [(String, String)] = []) -> HTTPResponse {
+        let body: JSONValue = ["error": ["message": .string(message), "type": .string(type), "param": .null, "code": .string(code)]]
+        return HTTPResponse(status: status, headers: HTTPHeaders([("Content-Type", "application/json")] + headers), body: body.serialized())
+    }
+
+    func world(maxAttempts: Int = 0, _ reply: @escaping (WorldProvider.Request) -> WorldProvider.Reply) throws -> ProviderWorld {
+        var o = ProviderWorld.Options()
+        o.route = .openai
+        o.maxAttempts = maxAttempts
+        let w = try ProviderWorld(o)
+        w.provider.reply = reply
+        w.provider.onMessage = WorldProvider.realtimeScript
+        w.startCore()
+        return w
+    }
+
+    @Test func insufficientQuotaBacksOffLongAndSaysSo() throws {
+        let w = try world { $0.kind == .offer ? .respond(Self.openAIError(429, code: "insufficient_quota", type: "insufficient_quota",
+                                                                          message: "You exceeded your current quota.")) : .normal }
+        try #require(w.run(within: .seconds(10)) { w.retries.count >= 1 } != nil)
+        // 30 s doubling, half of it jittered: at least 15 s, never the 0.5 s of a blip.
+        #expect(w.retries[0].delay >= .seconds(15), "\(w.retries)")
+        #expect(w.logs.contains { $0.level == .error && $0.text.contains("out of quota") })
+        #expect(w.statuses.last?.status.problem == "insufficient_quota")
+        let json = try JSONValue.parse(try #require(w.statuses.last?.status.json))
+        #expect(json["problem"] == "insufficient_quota")
+        #expect(w.problems.isEmpty, "\(w.problems)")
+    }
+
+    @Test func invalidOfferGivesUpWithMaxAttemptsShowingOpenAIsMessage() throws {
+        let w = try world(maxAttempts: 2) { $0.kind == .offer ? .respond(Self.openAIError(400, code: "invalid_offer",
+                                                                                         message: "Invalid SDP offer: no audio section")) : .normal }
+        try #require(w.run(within: .seconds(600)) { w.exited != nil } != nil)
+        #expect(w.exited?.status == .dataError)
+        #expect(w.logged("Invalid SDP offer: no audio section [invalid_offer]"))
+        // Not the 0.5–30 s of a transient failure: the one wait was long.
+        #expect(w.retries.first.map { $0.delay >= .seconds(15) } == true, "\(w.retries)")
+    }
+
+    @Test func regionUnsupportedIsAConfigurationMessage() throws {
+        let w = try world(maxAttempts: 1) { $0.kind == .offer ? .respond(Self.openAIError(403, code: "unsupported_country_region_territory",
+                                                                                         type: "request_forbidden", message: "Country, region, or territory not supported")) : .normal }
+        try #require(w.run(within: .seconds(60)) { w.exited != nil } != nil)
+        #expect(w.exited?.status == .config)
+        #expect(w.logged("does not serve this country or region"))
+        #expect(!w.logged("check the token"))
+    }
+
+    @Test func aRefusedEphemeralKeyIsFetchedAgainSoon() throws {
+        // The first call is refused with 401 although the key was just fetched.
+        let w = try world { r in r.kind == .offer && r.count == 1 ? .respond(HTTPResponse(status: 401, reason: "Unauthorized", body: Array("bad key".utf8))) : .normal }
+        try #require(w.run(within: .seconds(10)) { w.core.state == .connected } != nil)
+        #expect(w.retries.count == 1 && w.retries[0].delay <= .milliseconds(500), "\(w.retries)")
+        #expect(w.provider.counts[.token] == 2, "a new key for the second attempt")
+        #expect(w.logged("the ephemeral key was refused"))
+        #expect(!w.logged("check the token"))
+    }
+
+    @Test func aRateLimitWaitsWhatTheServerAsked() throws {
+        let w = try world { r in r.kind == .offer && r.count == 1
+            ? .respond(Self.openAIError(429, code: "rate_limit_exceeded", type: "requests", message: "Rate limit reached", headers: [("retry-after-ms", "2500")]))
+            : .normal }
+        try #require(w.run(within: .seconds(10)) { w.core.state == .connected } != nil)
+        #expect(w.retries.count == 1 && w.retries[0].delay >= .milliseconds(2500), "\(w.retries)")
+    }
+}
+
+@Suite struct AgentCoreHangupTests {
+    /// The token URL says the key expires 60 s after it was made: a call ended after
+    /// that sends no hangup with it (it would be refused), and says why.
+    @Test func noHangupWithAnExpiredKey() throws {
+        var o = ProviderWorld.Options()
+        o.route = .openai
+        let w = try ProviderWorld(o)
+        w.provider.reply = { r in
+            guard r.kind == .token else { return .normal }
+            let body: JSONValue = ["value": .string(w.provider.ephemeralKey), "expires_at": JSONValue(Int(w.wallClock + 60))]
+            return .respond(HTTPResponse(status: 200, headers: HTTPHeaders([("Content-Type", "application/json")]), body: body.serialized()))
+        }
+        w.provider.onMessage = WorldProvider.realtimeScript
+        w.startCore()
+        try #require(w.run(within: .seconds(5)) { w.core.state == .connected } != nil)
+        w.run(for: .seconds(61))
+        w.stop()
+        try #require(w.run(within: .seconds(5)) { w.exited != nil } != nil)
+        #expect(!w.requestsSent.contains { $0.request.url.target.hasSuffix("/hangup") })
+        #expect(w.logged("the ephemeral key has expired, so no hangup request"))
+        w.run(for: .milliseconds(100))
+        #expect(w.provider.sessionOfCore[1]?.endedBy == "goodbye", "the peer's close ended it")
+    }
+
+    @Test func hangupThroughTheBackendsRoute() throws {
+        var o = ProviderWorld.Options()
+        o.route = .openai
+        o.configure = { $0.hangupURL = try! HTTPURL("https://backend.test/hangup") }
+        let w = try ProviderWorld(o)
+        w.provider.reply = { r in r.url.target == "/hangup" ? .respond(HTTPResponse(status: 200)) : .normal }
+        w.provider.onMessage = WorldProvider.realtimeScript
+        w.startCore()
+        try #require(w.run(within: .seconds(5)) { w.core.state == .connected } != nil)
+        w.stop()
+        try #require(w.run(within: .seconds(5)) { w.exited != nil } != nil)
+        let hangup = try #require(w.requestsSent.first { $0.request.url.target == "/hangup" }?.request)
+        #expect(hangup.headers["Authorization"] == "Bearer device-token")
+        #expect(try JSONValue.parse(hangup.body) == ["call_id": "rtc_1"])
+    }
+}

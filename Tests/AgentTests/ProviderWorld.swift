@@ -123,6 +123,8 @@ final class ProviderWorld {
     var logs: [(at: Instant, level: AgentLogLevel, text: String)] = []
     var statuses: [(at: Instant, status: AgentStatus)] = []
     var mutes: [(at: Instant, muted: Bool)] = []
+    /// `.flushPlayback` outputs: when, for which session.
+    var flushes: [(at: Instant, session: Int)] = []
     var exited: (at: Instant, status: ExitStatus)?
     var coreDeadline = Instant.distantFuture
     /// The session the core sends audio to (its last `.switchAudio`).
@@ -183,7 +185,7 @@ final class ProviderWorld {
 
     /// The settings `linnet run` gives the core (linnet's `Runtime.settings`: the ICE
     /// timings that notice a vanished provider within 3 s, WHIP's ICE restart, the
-    /// OpenAI transcription model, the 150 ms commit floor). CLITests'
+    /// OpenAI transcription model, the 150 ms commit floor, the 200 ms ptt tail). CLITests'
     /// RuntimeSettingsTests pins the runtime to the same values.
     static func settings(_ o: Options) -> AgentSettings {
         var policy = SupervisorPolicy()
@@ -196,6 +198,7 @@ final class ProviderWorld {
         var realtime = RealtimeSettings(turnDetection: o.pushToTalk ? .ptt : .vad)
         if o.route == .openai { realtime.transcriptionModel = "gpt-4o-mini-transcribe" }
         realtime.minimumCommitMilliseconds = 150
+        realtime.pttTailMilliseconds = 200
         var s = AgentSettings(route: route, token: o.token, policy: policy, maxAttempts: o.maxAttempts, runFor: o.runFor,
                               eventsChannel: "oai-events", sendOnOpen: o.sendOnOpen, statsInterval: o.statsInterval,
                               pushToTalk: o.pushToTalk, turnDetectionName: o.pushToTalk ? "ptt" : "vad", realtime: realtime, peer: peer)
@@ -254,6 +257,8 @@ final class ProviderWorld {
                 exchanges[id] = nil
             case .mute(let on):
                 if options.keepHistory { mutes.append((now, on)) }
+            case .flushPlayback(let id):
+                if options.keepHistory { flushes.append((now, id)) }
             case .switchAudio(let id):
                 audioSession = id
             case .record(let type, let fields):
@@ -885,12 +890,15 @@ final class WorldProvider {
             let updated: JSONValue = ["type": "session.updated", "session": session]
             return [String(decoding: updated.serialized(), as: UTF8.self)]
         case "input_audio_buffer.commit":
-            return [#"{"type":"input_audio_buffer.committed","item_id":"item_user_1"}"#,
-                    #"{"type":"conversation.item.input_audio_transcription.completed","item_id":"item_user_1","content_index":0,"transcript":"hello linnet"}"#]
+            // Ids are unique per message, as the service's are.
+            let n = s.messages.count
+            return [#"{"type":"input_audio_buffer.committed","item_id":"item_user_\#(n)"}"#,
+                    #"{"type":"conversation.item.input_audio_transcription.completed","item_id":"item_user_\#(n)","content_index":0,"transcript":"hello linnet"}"#]
         case "response.create":
-            return [#"{"type":"response.created","response":{"id":"resp_1","status":"in_progress","output":[]}}"#,
-                    #"{"type":"response.output_audio_transcript.done","response_id":"resp_1","item_id":"item_reply_1","output_index":0,"content_index":0,"transcript":"Hi, this is the test provider."}"#,
-                    #"{"type":"response.done","response":{"id":"resp_1","status":"completed","output":[]}}"#]
+            let n = s.messages.count
+            return [#"{"type":"response.created","response":{"id":"resp_\#(n)","status":"in_progress","output":[]}}"#,
+                    #"{"type":"response.output_audio_transcript.done","response_id":"resp_\#(n)","item_id":"item_reply_\#(n)","output_index":0,"content_index":0,"transcript":"Hi, this is the test provider."}"#,
+                    #"{"type":"response.done","response":{"id":"resp_\#(n)","status":"completed","output":[]}}"#]
         default:
             return []
         }

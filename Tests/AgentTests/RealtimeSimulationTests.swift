@@ -115,10 +115,11 @@ private struct SimulationResult {
 /// Runs `seconds` of a conversation in 10 ms ticks. `channelLatency` and `rtpLatency`
 /// are one-way delays in ms (the data channel is ordered; RTP is in order here too).
 private func simulate(seed: UInt64, seconds: Int, channelLatency: Int, rtpLatency: Int,
-                      minimumCommit: Int = 100) -> SimulationResult {
+                      minimumCommit: Int = 100, tail: Int = 0) -> SimulationResult {
     var rng = SeededRandom(seed: seed)
     var c = RealtimeConversation(settings: RealtimeSettings(transcriptionModel: "gpt-4o-mini-transcribe",
-                                                            turnDetection: .ptt, minimumCommitMilliseconds: minimumCommit))
+                                                            turnDetection: .ptt, minimumCommitMilliseconds: minimumCommit,
+                                                            pttTailMilliseconds: tail))
     var server = ModelServer()
     var result = SimulationResult(server: server)
     enum Packet { case event(String), audio(Int) }
@@ -139,6 +140,8 @@ private func simulate(seed: UInt64, seconds: Int, channelLatency: Int, rtpLatenc
                 let type = (try? JSONValue.parse(text))?["type"]?.string
                 if type == "input_audio_buffer.commit" { result.commitsSent += 1 }
                 if type == "response.cancel" { result.cancelsSent += 1 }
+            case .flushPlayback:
+                break
             case .event(let e):
                 switch e {
                 case .tooShort: result.tooShort += 1
@@ -169,6 +172,10 @@ private func simulate(seed: UInt64, seconds: Int, channelLatency: Int, rtpLatenc
             }
         }
         for e in server.tick(now: now) { toClient.append((now + channelLatency, e.serializedString())) }
+        if let t = c.nextDeadline, t <= instant {
+            c.handleTimeout(now: instant)
+            drainClient(now: now)
+        }
         // Arrivals at the client.
         while let first = toClient.first, first.at <= now {
             toClient.removeFirst()
@@ -239,6 +246,16 @@ private func simulate(seed: UInt64, seconds: Int, channelLatency: Int, rtpLatenc
         }
         // The model does catch the race (so the check above means something).
         #expect(tightFailures > 0)
+    }
+
+    @Test("RTP 20 ms slower than the channel: the 200 ms ptt tail keeps 100 ms commits valid")
+    func tailCoversLag() {
+        for seed in UInt64(7)...9 {
+            let r = simulate(seed: seed, seconds: 120, channelLatency: 20, rtpLatency: 40, minimumCommit: 100, tail: 200)
+            #expect(!r.server.errors.contains("input_audio_buffer_commit_empty"), "\(r.server.errors)")
+            #expect(r.server.commits == r.commitsSent && r.commitsSent > 50)
+            #expect(r.unexpected.isEmpty, "\(r.unexpected)")
+        }
     }
 
     @Test("settled, the client's idea of speaking agrees with the server's, and every turn has its lines")

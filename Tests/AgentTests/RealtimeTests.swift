@@ -53,6 +53,7 @@ private func receive(_ c: inout RealtimeConversation, _ text: String, at ms: Int
 private func opened(_ settings: RealtimeSettings = RealtimeSettings(turnDetection: .ptt)) -> RealtimeConversation {
     var c = RealtimeConversation(settings: settings)
     c.channelOpened(now: t0)
+    for _ in c.sessionUpdates() { c.received(text: #"{"type":"session.updated"}"#, now: t0) }
     _ = drain(&c)
     return c
 }
@@ -113,8 +114,11 @@ private enum Fixture {
         c.channelOpened(now: t0)
         let out = drain(&c)
         let msgs = try sent(out)
-        try #require(msgs.count == 1 && out.count == 1)
-        let e = msgs[0]
+        try #require(msgs.count == 2 && out.count == 2)
+        // turn_detection first, alone (issue 17): a refusal of the rest cannot leave
+        // the server's VAD on.
+        #expect(msgs[0]["session"] == ["type": "realtime", "audio": ["input": ["turn_detection": .null]]])
+        let e = msgs[1]
         #expect(e["type"]?.string == "session.update")
         #expect(e["event_id"]?.string?.isEmpty == false)
         let s = try #require(e["session"])
@@ -122,9 +126,7 @@ private enum Fixture {
         #expect(s["instructions"]?.string == "Be brief.\nAnswer in \"German\".")
         #expect(s["audio"]?["output"]?["voice"]?.string == "marin")
         #expect(s["audio"]?["input"]?["transcription"]?["model"]?.string == "gpt-4o-mini-transcribe")
-        // Present and null (absent would leave the server's VAD on).
-        let td = try #require(s["audio"]?["input"]?["turn_detection"])
-        #expect(td.isNull)
+        #expect(s["audio"]?["input"]?["turn_detection"] == nil, "sent in the first update")
         // No beta-era top-level fields.
         #expect(s["voice"] == nil && s["turn_detection"] == nil && s["input_audio_transcription"] == nil)
         #expect(s.object?.keys == ["type", "instructions", "audio"])
@@ -137,7 +139,9 @@ private enum Fixture {
     func pttMinimal() throws {
         var c = RealtimeConversation(settings: RealtimeSettings(turnDetection: .ptt))
         c.channelOpened(now: t0)
-        let e = try #require(try sent(drain(&c)).first)
+        let all = try sent(drain(&c))
+        #expect(all.count == 1, "nothing else to configure")
+        let e = try #require(all.first)
         let s = try #require(e["session"]?.object)
         #expect(s.keys == ["type", "audio"])
         #expect(s["type"] == "realtime")
@@ -148,16 +152,47 @@ private enum Fixture {
 
     @Test("VAD: server_vad that answers and can be interrupted")
     func vad() throws {
-        var c = RealtimeConversation(settings: RealtimeSettings(voice: "alloy", turnDetection: .vad))
+        var settings = RealtimeSettings(voice: "alloy", turnDetection: .vad)
+        settings.vadType = .serverVAD
+        settings.vadThreshold = 0.6
+        settings.vadSilenceMilliseconds = 700
+        var c = RealtimeConversation(settings: settings)
         c.channelOpened(now: t0)
-        let e = try #require(try sent(drain(&c)).first)
-        let td = try #require(e["session"]?["audio"]?["input"]?["turn_detection"])
-        #expect(td["type"]?.string == "server_vad")
-        #expect(td["create_response"]?.bool == true)
-        #expect(td["interrupt_response"]?.bool == true)
+        let msgs = try sent(drain(&c))
+        try #require(msgs.count == 2)
+        let td = try #require(msgs[0]["session"]?["audio"]?["input"]?["turn_detection"])
+        #expect(td == ["type": "server_vad", "threshold": 0.6, "silence_duration_ms": 700, "create_response": true, "interrupt_response": true])
+        let e = msgs[1]
         #expect(e["session"]?["audio"]?["output"]?["voice"]?.string == "alloy")
-        #expect(e["session"]?["audio"]?["input"]?["transcription"] == nil)
+        #expect(e["session"]?["audio"]?["input"] == nil)
         #expect(e["session"]?["instructions"] == nil)
+    }
+
+    @Test("voice mode sends only what is configured: the backend's turn detection survives")
+    func onlyWhatIsConfigured() throws {
+        // Nothing configured: no session.update at all, and nothing to wait for.
+        var bare = RealtimeConversation(settings: RealtimeSettings(turnDetection: .vad), lines: ["hi"])
+        bare.channelOpened(now: t0)
+        #expect(drain(&bare) == [.send("hi")])
+        #expect(bare.isConfigured)
+        // semantic_vad: its type only (threshold and silence are server_vad's).
+        var s = RealtimeSettings(turnDetection: .vad)
+        s.vadType = .semanticVAD
+        s.vadThreshold = 0.9
+        s.noiseReduction = .off
+        var c = RealtimeConversation(settings: s)
+        c.channelOpened(now: t0)
+        let msgs = try sent(drain(&c))
+        #expect(msgs.map { $0["session"] } == [
+            ["type": "realtime", "audio": ["input": ["turn_detection": ["type": "semantic_vad", "create_response": true, "interrupt_response": true]]]],
+            ["type": "realtime", "audio": ["input": ["noise_reduction": .null]]]])
+        s.noiseReduction = .far_field
+        #expect(RealtimeConversation(settings: s).sessionUpdates().last?["session"]?["audio"]?["input"]?["noise_reduction"] == ["type": "far_field"])
+        // Configured once both updates are confirmed.
+        _ = receive(&c, #"{"type":"session.updated"}"#)
+        #expect(!c.isConfigured)
+        _ = receive(&c, #"{"type":"session.updated"}"#)
+        #expect(c.isConfigured)
     }
 
     @Test("session.updated that kept the server's turn detection is reported")
@@ -165,7 +200,8 @@ private enum Fixture {
         // OpenAIScript's session.created shows server_vad: that is before our update and
         // says nothing.
         var c = opened()
-        #expect(events(receive(&c, Fixture.sessionCreated)) == [.sessionReady(updated: false)])
+        // Its expires_at is reported once, for the rollover's plan.
+        #expect(events(receive(&c, Fixture.sessionCreated)) == [.sessionReady(updated: false), .expires(at: 1_796_051_200)])
         // A session.updated that still has it (the created session object, renamed).
         let kept = Fixture.sessionCreated.replacingOccurrences(of: "session.created", with: "session.updated")
         #expect(events(receive(&c, kept)) == [.sessionReady(updated: true),
@@ -174,7 +210,7 @@ private enum Fixture {
         #expect(events(receive(&c, Fixture.sessionUpdated)) == [.sessionReady(updated: true)])
         // VAD mode with a null turn detection is reported the other way round.
         var v = opened(RealtimeSettings(turnDetection: .vad))
-        #expect(events(receive(&v, Fixture.sessionUpdated)) == [.sessionReady(updated: true),
+        #expect(events(receive(&v, Fixture.sessionUpdated)) == [.sessionReady(updated: true), .expires(at: 1_796_051_200),
                                                                  .settingIgnored("turn_detection is null, VAD mode asked for server_vad")])
         #expect(events(receive(&v, kept)) == [.sessionReady(updated: true)])
         // A session object without the GA audio section says nothing.
@@ -191,7 +227,7 @@ private enum Fixture {
         config.ptt = .chip("gpiochip0", offset: 17)
         let s = RealtimeSettings(config: config)
         #expect(s == RealtimeSettings(instructions: "Du bist ein Türsprecher.", voice: "cedar",
-                                      transcriptionModel: "whisper-1", turnDetection: .ptt))
+                                      transcriptionModel: "whisper-1", turnDetection: .ptt, pttTailMilliseconds: 200))
         #expect(s.minimumCommitMilliseconds == 100)
         config.pttMode = .open
         #expect(RealtimeSettings(config: config).turnDetection == .vad)
@@ -238,20 +274,20 @@ private enum Fixture {
         #expect(!c.isAssistantSpeaking)
 
         let msgs = try sent(all)
-        #expect(types(msgs) == ["session.update", "input_audio_buffer.clear",
+        #expect(types(msgs) == ["session.update", "session.update", "input_audio_buffer.clear",
                                 "input_audio_buffer.commit", "response.create"])
         // Client event ids are unique strings.
         let ids = msgs.compactMap { $0["event_id"]?.string }
-        #expect(ids.count == 4 && Set(ids).count == 4)
+        #expect(ids.count == 5 && Set(ids).count == 5)
         // `type` leads each event (readable in logs and traces).
         #expect(msgs.allSatisfy { $0.object?.keys.first == "type" })
         // Commit and response.create carry nothing else (a response in the session's
         // configuration).
-        #expect(msgs[2].object?.keys.sorted() == ["event_id", "type"])
         #expect(msgs[3].object?.keys.sorted() == ["event_id", "type"])
+        #expect(msgs[4].object?.keys.sorted() == ["event_id", "type"])
 
         var expected: [RealtimeEvent] = [
-            .sessionReady(updated: false), .sessionReady(updated: true),
+            .sessionReady(updated: false), .expires(at: 1_796_051_200), .sessionReady(updated: true),
             .transcript(role: .user, text: "hello linnet", final: true, itemID: "item_2d3e4f5a6b7c8d9e0f1a2b3c"),
             .speaking(true),
         ]
@@ -296,8 +332,9 @@ private enum Fixture {
         sendAudio(&c, frames: 10, ms: 10)  // 100 ms
         c.release(now: at(3100))
         let out = drain(&c)
-        #expect(types(try sent(out)) == ["input_audio_buffer.commit", "response.create"])
+        #expect(types(try sent(out)) == ["input_audio_buffer.commit"])
         #expect(events(out).isEmpty)
+        #expect(types(try sent(receive(&c, Fixture.committed))) == ["response.create"])
         // Audio after the release counts for nothing.
         sendAudio(&c, frames: 10)
         #expect(c.sentMilliseconds == 100)
@@ -333,6 +370,7 @@ private enum Fixture {
         let out = drain(&c)
         #expect(types(try sent(out)) == ["input_audio_buffer.clear", "response.cancel", "output_audio_buffer.clear"])
         #expect(events(out) == [.speaking(false)])
+        #expect(out.last == .flushPlayback, "the local playback is emptied at once")
         #expect(!c.isAssistantSpeaking)
         // OpenAIScript.on_response_cancel's answers, then on_output_clear's, then a late
         // output_audio_buffer.started of the cancelled response: no more speaking events,
@@ -342,12 +380,14 @@ private enum Fixture {
         late += receive(&c, Fixture.audioStopped)
         late += receive(&c, Fixture.audioCleared)
         late += receive(&c, Fixture.audioStarted)
-        #expect(late.isEmpty)
+        // The server's clear empties the local playback again (harmless twice).
+        #expect(late == [.flushPlayback])
         #expect(!c.isAssistantSpeaking)
         // The turn goes on as usual.
         sendAudio(&c, frames: 10)
         c.release(now: at(800))
-        #expect(types(try sent(drain(&c))) == ["input_audio_buffer.commit", "response.create"])
+        #expect(types(try sent(drain(&c))) == ["input_audio_buffer.commit"])
+        #expect(types(try sent(receive(&c, Fixture.committed))) == ["response.create"])
     }
 
     @Test("a response cut off by a press leaves its line as far as it got")
@@ -376,6 +416,7 @@ private enum Fixture {
         sendAudio(&c, frames: 10)
         c.release(now: at(200))
         _ = drain(&c)
+        #expect(types(try sent(receive(&c, Fixture.committed, at: 205))) == ["response.create"])
         c.press(now: at(210))  // response.created has not come back yet
         let out = drain(&c)
         #expect(types(try sent(out)) == ["input_audio_buffer.clear", "response.cancel", "output_audio_buffer.clear"])
@@ -389,6 +430,7 @@ private enum Fixture {
         sendAudio(&c, frames: 10)
         c.release(now: at(500))
         _ = drain(&c)
+        #expect(types(try sent(receive(&c, Fixture.committed, at: 505))) == ["response.create"])
         #expect(events(receive(&c, #"{"type":"response.created","response":{"id":"resp_next"}}"#)) == [.speaking(true)])
     }
 
@@ -398,7 +440,8 @@ private enum Fixture {
         c.press(now: at(0))
         sendAudio(&c, frames: 10)
         c.release(now: at(200))
-        let create = try #require(try sent(drain(&c)).last)
+        _ = drain(&c)
+        let create = try #require(try sent(receive(&c, Fixture.committed, at: 220)).last)
         #expect(create["type"]?.string == "response.create")
         let id = try #require(create["event_id"]?.string)
         _ = receive(&c, Fixture.error(code: "conversation_already_has_active_response",
@@ -434,7 +477,7 @@ private enum Fixture {
         #expect(drain(&c).isEmpty)
         sendAudio(&c, frames: 3)
         c.release(now: at(130))
-        #expect(types(try sent(drain(&c))) == ["input_audio_buffer.commit", "response.create"])
+        #expect(types(try sent(drain(&c))) == ["input_audio_buffer.commit"])
         c.release(now: at(140))
         #expect(drain(&c).isEmpty)
     }
@@ -617,7 +660,6 @@ private enum Fixture {
             "[]", #"["session.created"]"#, "42", "null", #""session.created""#,
             "{}", #"{"type": 5}"#, #"{"type": null}"#, #"{"event_id":"e"}"#,
             #"{"type":"response.output_audio_transcript.delta","item_id":"i","delta":5}"#,
-            #"{"type":"conversation.item.input_audio_transcription.delta","item_id":"i"}"#,
             #"{"type":"response.audio_transcript.done","item_id":"i","transcript":["x"]}"#,
             #"{"type":"error","error":"boom"}"#, #"{"type":"error"}"#,
             #"{"type":"session.created"} trailing"#,
@@ -826,5 +868,255 @@ private enum Fixture {
         #expect(s["sent_ms"]?.int == 60 && s["held_ms"]?.int == 75)
         #expect(try json(.speaking(true))["on"]?.bool == true)
         #expect(try json(.userSpeech(false))["role"]?.string == "user")
+    }
+}
+
+// MARK: Turns that never get lost (issue 17)
+
+@Suite struct RealtimeTurnRuleTests {
+    private func committed(_ item: String, previous: String?) -> String {
+        let p = previous.map { "\"\($0)\"" } ?? "null"
+        return #"{"type": "input_audio_buffer.committed", "event_id": "event_c", "previous_item_id": \#(p), "item_id": "\#(item)"}"#
+    }
+
+    private func userDone(_ item: String, _ text: String) -> String {
+        #"{"type": "conversation.item.input_audio_transcription.completed", "event_id": "event_u", "item_id": "\#(item)", "content_index": 0, "transcript": "\#(text)"}"#
+    }
+
+    /// A turn of `frames` 20 ms frames, released at `ms`; what the release sent.
+    private func turn(_ c: inout RealtimeConversation, at ms: Int64, frames: Int = 10) throws -> [JSONValue] {
+        c.press(now: at(ms))
+        _ = drain(&c)
+        sendAudio(&c, frames: frames)
+        c.release(now: at(ms + Int64(frames) * 20))
+        return try sent(drain(&c))
+    }
+
+    @Test("response.create waits for input_audio_buffer.committed; a refused commit gets no response")
+    func createAfterCommitted() throws {
+        var c = opened()
+        let release = try turn(&c, at: 0)
+        #expect(types(release) == ["input_audio_buffer.commit"])
+        let commitID = try #require(release.first?["event_id"]?.string)
+        // The server refuses the commit (its buffer held too little): no response.create,
+        // ever, so the assistant does not answer the old context.
+        let refused = receive(&c, Fixture.error(code: "input_audio_buffer_commit_empty", message: "buffer too small", clientEventID: commitID))
+        #expect(try sent(refused).isEmpty)
+        #expect(events(refused) == [.providerError(code: "input_audio_buffer_commit_empty", message: "buffer too small",
+                                                   clientEvent: "input_audio_buffer.commit")])
+        #expect(c.nextDeadline == nil, "nothing waits for the refused commit")
+        // The next turn is answered once its commit is confirmed.
+        #expect(types(try turn(&c, at: 1000)) == ["input_audio_buffer.commit"])
+        #expect(types(try sent(receive(&c, Fixture.committed))) == ["response.create"])
+    }
+
+    @Test("a commit nobody confirms is answered after 3 s anyway, with a warning")
+    func commitUnconfirmed() throws {
+        var c = opened()
+        _ = try turn(&c, at: 0)
+        #expect(c.nextDeadline == at(200) + RealtimeConversation.commitAnswerTimeout)
+        c.handleTimeout(now: at(3199))
+        #expect(drain(&c).isEmpty)
+        c.handleTimeout(now: at(3200))
+        let out = drain(&c)
+        #expect(types(try sent(out)) == ["response.create"])
+        #expect(events(out) == [.commitUnconfirmed(waited: .seconds(3))])
+        // A late committed does not ask twice.
+        #expect(try sent(receive(&c, Fixture.committed)).isEmpty)
+    }
+
+    @Test("after a cancel, response.create is held until the cancelled response's response.done")
+    func createHeldUntilDone() throws {
+        var c = opened()
+        _ = receive(&c, Fixture.responseCreated)
+        _ = receive(&c, Fixture.audioStarted)
+        // Barge in, say something short, release: the cancelled response is not done yet.
+        c.press(now: at(0))
+        #expect(types(try sent(drain(&c))) == ["input_audio_buffer.clear", "response.cancel", "output_audio_buffer.clear"])
+        sendAudio(&c, frames: 10)
+        c.release(now: at(200))
+        #expect(types(try sent(drain(&c))) == ["input_audio_buffer.commit"])
+        #expect(try sent(receive(&c, Fixture.committed, at: 210)).isEmpty, "held: the cancelled response is still active")
+        #expect(c.createHeld)
+        // Its done: now the create goes (the server would have refused it before).
+        let done = receive(&c, Fixture.responseCancelled, at: 260)
+        #expect(types(try sent(done)) == ["response.create"])
+        #expect(!c.createHeld)
+        #expect(events(receive(&c, #"{"type":"response.created","response":{"id":"resp_2"}}"#)) == [.speaking(true)])
+    }
+
+    @Test("a create refused with conversation_already_has_active_response is sent again at response.done")
+    func refusedCreateRetried() throws {
+        var c = opened()
+        _ = try turn(&c, at: 0)
+        let create = try #require(try sent(receive(&c, Fixture.committed)).first)
+        let id = try #require(create["event_id"]?.string)
+        // A response this client did not see start (a VAD turn, another client) is open.
+        _ = receive(&c, Fixture.error(code: "conversation_already_has_active_response",
+                                      message: "Conversation already has an active response in progress.", clientEventID: id))
+        #expect(c.createHeld)
+        let again = try sent(receive(&c, #"{"type":"response.done","response":{"id":"resp_other","status":"completed","output":[]}}"#))
+        #expect(types(again) == ["response.create"])
+    }
+
+    @Test("the ptt tail: the commit goes out 200 ms after the release; a press within it continues the turn")
+    func tail() throws {
+        var c = opened(RealtimeSettings(turnDetection: .ptt, pttTailMilliseconds: 200))
+        c.press(now: at(0))
+        _ = drain(&c)
+        sendAudio(&c, frames: 10)
+        c.release(now: at(200))
+        #expect(drain(&c).isEmpty && c.isInTail)
+        #expect(c.nextDeadline == at(400))
+        c.handleTimeout(now: at(399))
+        #expect(drain(&c).isEmpty)
+        c.handleTimeout(now: at(400))
+        #expect(types(try sent(drain(&c))) == ["input_audio_buffer.commit"])
+        #expect(!c.isInTail)
+        // Down again within the tail: no clear (the audio so far stays), one commit later.
+        _ = receive(&c, Fixture.committed)
+        _ = receive(&c, Fixture.responseDone)
+        c.press(now: at(1000))
+        _ = drain(&c)
+        sendAudio(&c, frames: 10)
+        c.release(now: at(1200))
+        c.press(now: at(1300))
+        #expect(drain(&c).isEmpty && c.isTalking && !c.isInTail)
+        c.release(now: at(1500))
+        c.handleTimeout(now: at(1700))
+        #expect(types(try sent(drain(&c))) == ["input_audio_buffer.commit"])
+    }
+
+    @Test("until session.updated the session is not configured and the send lines wait; then they go, in order")
+    func heldLines() throws {
+        var c = RealtimeConversation(settings: RealtimeSettings(voice: "marin"), lines: [#"{"type":"response.create"}"#])
+        c.channelOpened(now: t0)
+        #expect(types(try sent(drain(&c))) == ["session.update", "session.update"])
+        #expect(!c.isConfigured)
+        #expect(try sent(receive(&c, Fixture.sessionCreated, at: 30)).isEmpty)
+        #expect(!c.isConfigured, "session.created shows the server's defaults")
+        #expect(try sent(receive(&c, Fixture.sessionUpdated, at: 50)).isEmpty, "the first of two updates")
+        let out = receive(&c, Fixture.sessionUpdated, at: 60)
+        #expect(out.contains(.send(#"{"type":"response.create"}"#)))
+        #expect(c.isConfigured)
+    }
+
+    @Test("no session.updated within 2 s: a warning, and the wait ends")
+    func noSessionUpdated() throws {
+        var c = RealtimeConversation(settings: RealtimeSettings(), lines: ["hello"])
+        c.channelOpened(now: at(0))
+        _ = drain(&c)
+        #expect(c.nextDeadline == at(2000))
+        c.handleTimeout(now: at(1999))
+        #expect(drain(&c).isEmpty && !c.isConfigured)
+        c.handleTimeout(now: at(2000))
+        let out = drain(&c)
+        #expect(out == [.event(.sessionNotConfirmed(waited: .seconds(2))), .send("hello")])
+        #expect(c.isConfigured && c.nextDeadline == nil)
+    }
+
+    @Test("carried turns go into the new session as conversation.item.create before the held lines")
+    func carriedTurns() throws {
+        let turns = [CarriedTurn(role: .user, text: "my name is Ada"), CarriedTurn(role: .assistant, text: "Hello Ada.")]
+        var c = RealtimeConversation(settings: RealtimeSettings(), lines: [#"{"type":"line"}"#], carried: turns)
+        c.channelOpened(now: t0)
+        _ = drain(&c)
+        let out = receive(&c, Fixture.sessionUpdated)
+        let items = try sent(out)
+        #expect(types(items) == ["conversation.item.create", "conversation.item.create", "line"])
+        #expect(items[0]["item"] == ["type": "message", "role": "user", "content": [["type": "input_text", "text": "my name is Ada"]]])
+        #expect(items[1]["item"] == ["type": "message", "role": "assistant", "content": [["type": "output_text", "text": "Hello Ada."]]])
+        #expect(out.last == .send(#"{"type":"line"}"#))
+    }
+
+    @Test("CarriedTurn.recent keeps the newest turns within the count and the byte bound")
+    func recentTurns() {
+        let turns = (1...30).map { CarriedTurn(role: $0 % 2 == 1 ? .user : .assistant, text: "turn \($0)") }
+        #expect(CarriedTurn.recent(turns, count: 20, maxBytes: 10_000) == Array(turns.suffix(20)))
+        // "turn 30" … are 7 bytes each: 3 fit in 21.
+        #expect(CarriedTurn.recent(turns, count: 20, maxBytes: 21) == Array(turns.suffix(3)))
+        #expect(CarriedTurn.recent(turns, count: 0, maxBytes: 100).isEmpty)
+    }
+
+    @Test("an assistant line waits for the user line it answers; out-of-order completions keep the committed order")
+    func transcriptOrder() throws {
+        var c = opened(RealtimeSettings(transcriptionModel: "gpt-4o-mini-transcribe", turnDetection: .ptt))
+        _ = try turn(&c, at: 0)
+        _ = receive(&c, committed("item_u1", previous: nil))
+        _ = receive(&c, Fixture.responseCreated)
+        // The reply's transcript is complete before the user's transcription.
+        #expect(events(receive(&c, Fixture.done())).isEmpty, "held until the user line")
+        let user = receive(&c, userDone("item_u1", "hello linnet"))
+        #expect(events(user) == [.transcript(role: .user, text: "hello linnet", final: true, itemID: "item_u1"),
+                                 .transcript(role: .assistant, text: Fixture.reply, final: true, itemID: Fixture.replyItem)])
+        _ = receive(&c, Fixture.responseDone)
+        // Two turns whose transcriptions complete in the wrong order.
+        _ = receive(&c, committed("item_u2", previous: Fixture.replyItem))
+        _ = receive(&c, committed("item_u3", previous: "item_u2"))
+        #expect(events(receive(&c, userDone("item_u3", "third"))).isEmpty)
+        #expect(events(receive(&c, userDone("item_u2", "second"))) == [
+            .transcript(role: .user, text: "second", final: true, itemID: "item_u2"),
+            .transcript(role: .user, text: "third", final: true, itemID: "item_u3")])
+    }
+
+    @Test("a transcription that never comes holds the lines behind it 5 s at most; a failed one not at all")
+    func transcriptHoldBounded() throws {
+        var c = opened(RealtimeSettings(transcriptionModel: "gpt-4o-mini-transcribe", turnDetection: .ptt))
+        _ = receive(&c, committed("item_u1", previous: nil), at: 100)
+        #expect(c.nextDeadline == nil, "nothing waits behind it yet")
+        #expect(events(receive(&c, Fixture.done(), at: 1000)).isEmpty)
+        #expect(c.nextDeadline == at(5100))
+        c.handleTimeout(now: at(5100))
+        #expect(events(drain(&c)) == [.transcript(role: .assistant, text: Fixture.reply, final: true, itemID: Fixture.replyItem)])
+        // A failed transcription releases at once.
+        _ = receive(&c, committed("item_u2", previous: nil), at: 6000)
+        _ = receive(&c, #"{"type":"response.output_text.done","item_id":"item_a2","text":"ok"}"#, at: 6100)
+        let failed = receive(&c, #"{"type":"conversation.item.input_audio_transcription.failed","item_id":"item_u2","error":{"code":"x","message":"no"}}"#, at: 6200)
+        #expect(events(failed).contains(.transcript(role: .assistant, text: "ok", final: true, itemID: "item_a2")))
+    }
+
+    @Test("an input transcription delta without text is not malformed")
+    func emptyUserDelta() {
+        var c = opened()
+        #expect(receive(&c, #"{"type":"conversation.item.input_audio_transcription.delta","item_id":"i"}"#).isEmpty)
+        #expect(receive(&c, #"{"type":"conversation.item.input_audio_transcription.delta","item_id":"i","delta":null}"#).isEmpty)
+        #expect(receive(&c, #"{"type":"conversation.item.input_audio_transcription.delta","item_id":"i","delta":""}"#).isEmpty)
+    }
+
+    @Test("isBusy, the rollover's quiet moment: not while the user speaks (VAD or button and tail) or a turn is answered")
+    func busy() throws {
+        var v = opened(RealtimeSettings(turnDetection: .vad))
+        #expect(!v.isBusy)
+        _ = receive(&v, #"{"type":"input_audio_buffer.speech_started","item_id":"i"}"#)
+        #expect(v.isBusy)
+        _ = receive(&v, #"{"type":"input_audio_buffer.speech_stopped","item_id":"i"}"#)
+        #expect(!v.isBusy)
+        _ = receive(&v, Fixture.responseCreated)
+        #expect(v.isBusy)
+        _ = receive(&v, Fixture.responseDone)
+        #expect(!v.isBusy)
+        var c = opened(RealtimeSettings(turnDetection: .ptt, pttTailMilliseconds: 200))
+        c.press(now: at(0))
+        #expect(c.isBusy)
+        sendAudio(&c, frames: 10)
+        c.release(now: at(200))
+        #expect(c.isBusy, "the tail")
+        c.handleTimeout(now: at(400))
+        #expect(c.isBusy, "the commit waits for committed")
+        _ = receive(&c, Fixture.committed)
+        #expect(c.isBusy, "the response is asked for")
+        _ = receive(&c, Fixture.responseCreated)
+        _ = receive(&c, Fixture.responseDone)
+        #expect(!c.isBusy)
+    }
+
+    @Test("output_audio_buffer.cleared (VAD interruption) empties the local playback")
+    func clearedFlushes() {
+        var c = opened(RealtimeSettings(turnDetection: .vad))
+        _ = receive(&c, Fixture.responseCreated)
+        _ = receive(&c, Fixture.audioStarted)
+        _ = receive(&c, Fixture.responseCancelled)
+        let out = receive(&c, Fixture.audioCleared)
+        #expect(out == [.event(.speaking(false)), .flushPlayback])
     }
 }

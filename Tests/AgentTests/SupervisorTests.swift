@@ -218,6 +218,56 @@ final class SupervisorHarness {
         #expect(h.actions.last == .startSession(id: 3, reason: .rollover))
     }
 
+    /// Issue 17: the switch waits for a quiet moment, at most until shortly before the
+    /// old session's limit.
+    @Test func rolloverSwitchesAtAQuietMoment() {
+        let h = SupervisorHarness { $0.maximumSessionAge = .seconds(3_600) }
+        h.supervisor.start(now: h.now)
+        h.drain()
+        h.supervisor.connected(1, now: h.now)
+        h.drain()
+        h.advance(by: .seconds(55 * 60))
+        #expect(h.actions.last == .startSession(id: 2, reason: .rollover))
+        h.supervisor.setBusy(true, now: h.now)  // the button is held
+        h.advance(by: .seconds(1))
+        h.supervisor.connected(2, now: h.now)
+        let connected2 = h.now
+        #expect(h.drain().isEmpty, "connected, but it waits")
+        #expect(h.supervisor.activeSession == 1)
+        h.advance(by: .seconds(30))
+        #expect(h.supervisor.activeSession == 1)
+        h.supervisor.setBusy(false, now: h.now)
+        #expect(h.drain() == [.switchAudio(to: 2), .closeSession(id: 1)])
+
+        // Busy to the end: switched 10 s before the limit regardless.
+        h.advance(to: connected2 + .seconds(55 * 60))
+        #expect(h.actions.last == .startSession(id: 3, reason: .rollover))
+        let session2Limit = connected2 + .seconds(60 * 60)
+        h.supervisor.setBusy(true, now: h.now)
+        h.supervisor.connected(3, now: h.now)
+        h.drain()
+        h.advance(to: session2Limit - .seconds(10) - .milliseconds(1))
+        #expect(h.supervisor.activeSession == 2)
+        h.advance(by: .milliseconds(1))
+        #expect(h.supervisor.activeSession == 3)
+        #expect(h.actions.suffix(2) == [.switchAudio(to: 3), .closeSession(id: 2)])
+    }
+
+    /// Issue 17: the session's own `expires_at` plans the rollover (Azure's 30 minutes,
+    /// or whatever the provider says), not the configured age.
+    @Test func rolloverIsPlannedFromTheSessionsExpiry() {
+        let h = SupervisorHarness { $0.maximumSessionAge = .seconds(3_600) }
+        h.supervisor.start(now: h.now)
+        h.drain()
+        h.supervisor.connected(1, now: h.now)
+        h.drain()
+        h.supervisor.sessionExpires(1, at: h.now + .seconds(30 * 60), now: h.now)
+        h.advance(by: .seconds(25 * 60) - .milliseconds(1))
+        #expect(h.started == [1])
+        h.advance(by: .milliseconds(1))
+        #expect(h.actions.last == .startSession(id: 2, reason: .rollover))
+    }
+
     @Test func aFailingRolloverRetriesWhileTheOldSessionCarriesOn() {
         let h = SupervisorHarness { $0.maximumSessionAge = .seconds(600) }
         h.supervisor.start(now: h.now)

@@ -26,6 +26,7 @@ import Wire
             return p
         }())
         #expect(s.realtime.minimumCommitMilliseconds == 150)
+        #expect(s.realtime.pttTailMilliseconds == 200 && s.carryTurns == 20)
         #expect(s.eventsChannel == "oai-events")
         #expect(s.gatherTimeout == .seconds(2) && s.offerTimeout == .seconds(10) && s.closeTimeout == .seconds(3) && s.restartTimeout == .seconds(5))
         let openai = Runtime.settings(config: Config(), route: .openai(calls: try HTTPURL("https://api.test/v1/realtime/calls"),

@@ -665,6 +665,69 @@ def deep_merge(base: dict, update: dict) -> dict:
     return base
 
 
+# The GA `session.update` schema (Realtime API reference, `RealtimeSessionCreateRequest`),
+# as far as a client may send it: a dict maps each allowed key to its sub-schema, a
+# tuple lists the allowed values, a type the allowed type, None any value. The real
+# service refuses unknown parameters; so does this stand-in (issue 17).
+_TURN_DETECTION = {
+    "type": ("server_vad", "semantic_vad"), "threshold": float, "prefix_padding_ms": int,
+    "silence_duration_ms": int, "idle_timeout_ms": None, "create_response": bool,
+    "interrupt_response": bool, "eagerness": ("low", "medium", "high", "auto"),
+}
+# Fields only one kind of voice detection takes.
+_SERVER_VAD_ONLY = ("threshold", "prefix_padding_ms", "silence_duration_ms", "idle_timeout_ms")
+_SEMANTIC_VAD_ONLY = ("eagerness",)
+SESSION_SCHEMA = {
+    "type": ("realtime",), "model": str, "output_modalities": list, "instructions": str,
+    "tools": list, "tool_choice": None, "max_output_tokens": None, "tracing": None,
+    "prompt": None, "include": None, "truncation": None,
+    "audio": {
+        "input": {
+            "format": {"type": str, "rate": int},
+            "transcription": {"model": str, "language": str, "prompt": str},
+            "noise_reduction": {"type": ("near_field", "far_field")},
+            "turn_detection": _TURN_DETECTION,
+        },
+        "output": {"format": {"type": str, "rate": int}, "voice": str, "speed": float},
+    },
+}
+
+
+def schema_error(value, schema, path: str) -> Optional[tuple]:
+    """(code, message, param) for the first thing `value` does wrong, or None."""
+    if schema is None:
+        return None
+    if isinstance(schema, dict):
+        if value is None and path.rsplit(".", 1)[-1] in ("turn_detection", "noise_reduction", "transcription"):
+            return None  # null turns these off
+        if not isinstance(value, dict):
+            return ("invalid_type", f"Invalid type for '{path}': expected an object.", path)
+        for key, sub in value.items():
+            if key not in schema:
+                return ("unknown_parameter", f"Unknown parameter: '{path}.{key}'.", f"{path}.{key}")
+            err = schema_error(sub, schema[key], f"{path}.{key}")
+            if err:
+                return err
+        if schema is _TURN_DETECTION:
+            kind = value.get("type", "server_vad")
+            wrong = _SEMANTIC_VAD_ONLY if kind == "server_vad" else _SERVER_VAD_ONLY
+            for key in wrong:
+                if key in value:
+                    return ("unknown_parameter", f"Unknown parameter: '{path}.{key}' (not for {kind}).", f"{path}.{key}")
+        return None
+    if isinstance(schema, tuple):
+        if value not in schema:
+            return ("invalid_value", f"Invalid value: '{value}'. Supported values are: {', '.join(map(repr, schema))}.", path)
+        return None
+    if schema is float:
+        ok = isinstance(value, (int, float)) and not isinstance(value, bool)
+    elif schema is int:
+        ok = isinstance(value, int) and not isinstance(value, bool)
+    else:
+        ok = isinstance(value, schema)
+    return None if ok else ("invalid_type", f"Invalid type for '{path}'.", path)
+
+
 class OpenAIScript:
     """Plays the server side of the Realtime data channel protocol, scripted.
 
@@ -776,6 +839,17 @@ class OpenAIScript:
         if not isinstance(update, dict):
             self.error("missing_required_parameter", "Missing required parameter: 'session'.",
                        event.get("event_id"), "session")
+            return
+        err = schema_error(update, SESSION_SCHEMA, "session")
+        if err:
+            self.error(err[0], err[1], event.get("event_id"), err[2])
+            return
+        voice = update.get("audio", {}).get("output", {}).get("voice") if isinstance(update.get("audio"), dict) else None
+        current = self.session_obj["audio"]["output"]["voice"]
+        if voice is not None and voice != current and "response.created" in self.sent_types:
+            # As the service: the voice is fixed once the assistant has spoken.
+            self.error("cannot_update_voice", "Cannot update a conversation's voice if assistant audio is present.",
+                       event.get("event_id"), "session.audio.output.voice")
             return
         deep_merge(self.session_obj, update)
         self.emit({"type": "session.updated", "session": self.session_obj})

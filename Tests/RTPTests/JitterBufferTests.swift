@@ -239,3 +239,41 @@ func clockDriftIsAbsorbedOnlyWhenQuiet(interval: Int64, senderFast: Bool) {
     for p in 0..<8 { let o = jb2.pop(now: ms(100 + Int64(p) * 20)); if o != .empty { outs2.append(o) } }
     #expect(outs2 == [pk(0), .lost(useFECFromNext: false), .lost(useFECFromNext: true), pk(3)])
 }
+
+/// Barge-in (issue 17): `discardBuffered` drops everything queued, so nothing of the
+/// cut-off response plays; the next talkspurt plays from its first packet, at the
+/// target delay again.
+@Suite struct JitterBufferFlushTests {
+    @Test func discardDropsTheQueueAndTheNextTalkspurtPlays() {
+        var jb = JitterBuffer()
+        let ms: Int64 = 1_000_000
+        // Ten packets arrive at once (a burst), two are played.
+        for i in 0..<10 { jb.insert(sequence: Int64(i), timestamp: UInt32(i * 960), payload: payload(Int64(i)), arrival: Instant(nanoseconds: 0)) }
+        var played: [Int64] = []
+        var t: Int64 = 0
+        while played.count < 2 {
+            t += 20 * ms
+            if case .packet(let p) = jb.pop(now: Instant(nanoseconds: t)) { played.append(p.sequence) }
+        }
+        #expect(played == [0, 1])
+        #expect(jb.discardBuffered() == 8)
+        #expect(jb.bufferedDuration == .zero)
+        // Nothing of it comes out any more: silence (not loss, not concealment).
+        for _ in 0..<20 {
+            t += 20 * ms
+            #expect(jb.pop(now: Instant(nanoseconds: t)) == .empty)
+        }
+        // The next response's packets (the sequence goes on) play, none reported lost.
+        let lostBefore = jb.counters.lost
+        for i in 10..<15 {
+            jb.insert(sequence: Int64(i), timestamp: UInt32(i * 960 + 48_000), payload: payload(Int64(i)), arrival: Instant(nanoseconds: t))
+        }
+        var next: [Int64] = []
+        for _ in 0..<20 {
+            t += 20 * ms
+            if case .packet(let p) = jb.pop(now: Instant(nanoseconds: t)) { next.append(p.sequence) }
+        }
+        #expect(next == [10, 11, 12, 13, 14])
+        #expect(jb.counters.lost == lostBefore)
+    }
+}

@@ -9,7 +9,7 @@ import Wire
 private let allFixtures = [
     "linnet-offer.sdp", "aiortc-answer.sdp", "aiortc-offer.sdp", "gstreamer-answer.sdp", "pion-answer.sdp",
     "chrome-audio-offer.sdp", "chrome-datachannel-answer.sdp", "firefox-audio-offer.sdp",
-    "firefox-datachannel-offer.sdp", "freeswitch-pcma-answer.sdp",
+    "firefox-datachannel-offer.sdp", "freeswitch-pcma-answer.sdp", "openai-shaped-answer.sdp",
 ]
 
 /// Lines of each m-section as plain text (Foundation), for independent counts.
@@ -43,6 +43,21 @@ struct FixtureTests {
     }
 
     private func linnetOffer() throws -> SessionDescription { try SessionDescription.offer(fixtureLocal()) }
+
+    @Test("an answer shaped like OpenAI's: session-level fingerprint, ufrag with '/', UDP 3478 and TCP passive 443, setup active")
+    func openAIShapedAnswer() throws {
+        let d = try Fixtures.parse("openai-shaped-answer.sdp")
+        #expect(d.media.allSatisfy { $0.fingerprints.isEmpty }, "the fingerprint is at session level only")
+        let n = try NegotiatedSession.negotiate(localOffer: linnetOffer(), remoteAnswer: d)
+        #expect(n.remoteFingerprints.map(\.algorithm) == ["sha-256"])
+        #expect(n.remoteFingerprints[0].bytes.prefix(3) == [0x3C, 0x1F, 0x88])
+        #expect(n.remoteSetup == .active && n.localDTLSRole == .server)
+        #expect(n.remoteICEUfrag == "Xk4tQ9mVb2cE/7hJpW1sLa" && n.remoteICEPwd == "R8nW3vYq0zLd5cTf7hKm2xPj")
+        #expect(n.opusPayloadType == 111)
+        #expect(n.remoteCandidates.contains { $0.contains("udp 2130706431 203.0.113.80 3478 typ host") })
+        #expect(n.remoteCandidates.contains { $0.contains("tcp 1671430143 203.0.113.80 443 typ host tcptype passive") })
+        #expect(n.remoteSSRC == 2_874_915_306)
+    }
 
     @Test("aiortc 1.16 answering our offer: three fingerprints, setup active, no rtcp-rsize")
     func aiortcAnswer() throws {

@@ -78,6 +78,12 @@ func message(_ body: () throws(ConfigError) -> Config) -> String? {
         voice = verse
         transcription-model = gpt-4o-mini-transcribe
         turn-detection = ptt
+        ptt-tail-ms = 150
+        vad-threshold = 0.6
+        vad-silence-ms = 700
+        noise-reduction = far_field
+        hangup-url = https://api.example.net:8443/v1/hangup
+        carry-turns = 8
         max-session-minutes = 30
         max-session-seconds = 90
         max-attempts = 5
@@ -111,6 +117,8 @@ func message(_ body: () throws(ConfigError) -> Config) -> String? {
         #expect(c.instructions == "You are a kitchen intercom.\nBe brief; say \"done\" at the end.")
         #expect(c.voice == "verse" && c.transcriptionModel == "gpt-4o-mini-transcribe")
         #expect(c.turnDetection == .ptt && c.effectiveTurnDetection == .ptt && c.maxSessionMinutes == 30)
+        #expect(c.vadThreshold == 0.6 && c.vadSilenceMS == 700 && c.noiseReduction == .far_field)
+        #expect(c.pttTailMS == 150 && c.carryTurns == 8 && c.hangupURL?.target == "/v1/hangup")
         #expect(c.sources["gain-db"] == .file(path: "linnet.conf", line: 25))
         #expect(c.maxSessionSeconds == 90 && c.maximumSessionSeconds == 90 && c.maxAttempts == 5 && c.loopInput)
         #expect(c.openaiURL.port == 9 && c.send == "/tmp/lines.txt" && c.eventsChannel == "kitchen-events")
@@ -248,7 +256,7 @@ func message(_ body: () throws(ConfigError) -> Config) -> String? {
         ("capture-channel = 32", "capture-channel: '32' is not 'mix' or a channel number from 0 to 31"),
         ("log-level = verbose", "log-level: 'verbose' is not one of error, warn, info, debug"),
         ("ptt-mode = push", "ptt-mode: 'push' is not one of hold, toggle, open"),
-        ("turn-detection = server", "turn-detection: 'server' is not one of ptt, vad"),
+        ("turn-detection = server", "turn-detection: 'server' is not one of ptt, vad, server_vad, semantic_vad"),
         ("ptt = gpiochip0:x", "ptt: 'gpiochip0:x' is not a GPIO line name (GPIO17) or CHIP:OFFSET (gpiochip0:17)"),
         ("ptt = :17", "ptt: ':17' is not a GPIO line name (GPIO17) or CHIP:OFFSET (gpiochip0:17)"),
         ("ptt = GPIO 17", "ptt: 'GPIO 17' is not a GPIO line name (GPIO17) or CHIP:OFFSET (gpiochip0:17)"),

@@ -65,7 +65,8 @@ private func reference(_ y: Int, _ mo: Int, _ d: Int, _ h: Int, _ mi: Int, _ s: 
         #expect(response("99999999999999999999").retryAfter(now: now) == HTTPResponse.maxRetryAfter)
         #expect(response(nil).retryAfter(now: now) == nil)
         #expect(response("-5").retryAfter(now: now) == nil)
-        #expect(response("1.5").retryAfter(now: now) == nil)
+        // Not RFC 9110 delay-seconds, but what OpenAI sends (and its SDKs honour).
+        #expect(response("1.5").retryAfter(now: now) == .milliseconds(1500))
         #expect(response("soon").retryAfter(now: now) == nil)
     }
 }
