@@ -673,6 +673,7 @@ class Session:
         if self.openai is not None:
             out["openai_events_received"] = self.openai.received
             out["openai_events_sent"] = self.openai.sent_types
+            out["openai_events_sent_log"] = self.openai.sent_log
         return out
 
 
@@ -810,10 +811,12 @@ class OpenAIScript:
         self.channel = channel
         self.received: list = []
         self.sent_types: list = []
+        self.sent_log: list = []  # {t, type, status (response.*), code (error)}
         self.last_item_id: Optional[str] = None
         self.response_task: Optional[asyncio.Task] = None
         self.response_id: Optional[str] = None
         self.response_done_sent = False
+        self.cancelling = False  # --cancel-done-after: a cancelled response not yet done
         self.session_obj = {
             "type": "realtime",
             "object": "realtime.session",
@@ -856,6 +859,10 @@ class OpenAIScript:
         event = {"type": event["type"], "event_id": new_id("event_"),
                  **{k: v for k, v in event.items() if k != "type"}}
         self.sent_types.append(event["type"])
+        response = event.get("response") if isinstance(event.get("response"), dict) else {}
+        self.sent_log.append({"t": self.session.t(), "type": event["type"],
+                              "status": response.get("status"),
+                              "code": (event.get("error") or {}).get("code")})
         if self.channel.readyState == "open":
             self.session.send(self.channel, json.dumps(event))
 
@@ -942,10 +949,21 @@ class OpenAIScript:
         self.emit({"type": "input_audio_buffer.committed",
                    "previous_item_id": self.last_item_id, "item_id": item_id})
         self.last_item_id = item_id
-        self.emit({"type": "conversation.item.input_audio_transcription.completed",
-                   "item_id": item_id, "content_index": 0,
-                   "transcript": self.args.transcript,
-                   "usage": {"type": "duration", "seconds": round(samples / SAMPLE_RATE, 3)}})
+        completed = {"type": "conversation.item.input_audio_transcription.completed",
+                     "item_id": item_id, "content_index": 0,
+                     "transcript": self.args.transcript,
+                     "usage": {"type": "duration", "seconds": round(samples / SAMPLE_RATE, 3)}}
+        if self.args.late_transcript:
+            # --late-transcript S: transcription runs beside the response (OpenAI's
+            # guide: completions may arrive in any order), so the user's transcript can
+            # come after the assistant's answer to it.
+            self.session.spawn(self.emit_later(completed, self.args.late_transcript))
+        else:
+            self.emit(completed)
+
+    async def emit_later(self, event: dict, seconds: float) -> None:
+        await asyncio.sleep(seconds)
+        self.emit(event)
 
     def on_item_create(self, event: dict) -> None:
         item = event.get("item") if isinstance(event.get("item"), dict) else {}
@@ -1023,6 +1041,14 @@ class OpenAIScript:
         was_speaking = self.session.speaking
         task.cancel()
         self.session.speaking = False
+        if not self.response_done_sent and self.args.cancel_done_after:
+            # --cancel-done-after S: as the service may, the cancelled response stays
+            # active until its response.done, S seconds later; a response.create
+            # meanwhile is refused with conversation_already_has_active_response.
+            self.response_task = self.session.spawn(self.finish_cancel(self.response_id))
+            if was_speaking:
+                self.emit({"type": "output_audio_buffer.stopped", "response_id": self.response_id})
+            return
         if not self.response_done_sent:
             self.emit({"type": "response.done",
                        "response": self.response_obj(self.response_id, "cancelled",
@@ -1031,9 +1057,20 @@ class OpenAIScript:
         if was_speaking:
             self.emit({"type": "output_audio_buffer.stopped", "response_id": self.response_id})
 
+    async def finish_cancel(self, response_id: str) -> None:
+        self.cancelling = True
+        try:
+            await asyncio.sleep(self.args.cancel_done_after)
+            self.emit({"type": "response.done",
+                       "response": self.response_obj(response_id, "cancelled", new_id("item_"), "")})
+            self.response_done_sent = True
+        finally:
+            self.cancelling = False
+
     def on_output_clear(self, event: dict) -> None:
         self.session.speaking = False
-        if self.response_task is not None and not self.response_task.done():
+        # Clearing the audio does not end a response whose cancel is still under way.
+        if self.response_task is not None and not self.response_task.done() and not self.cancelling:
             self.response_task.cancel()
         self.emit({"type": "output_audio_buffer.cleared", "response_id": self.response_id})
 
@@ -1503,6 +1540,12 @@ def parse_args(argv=None):
                         "retry-after-ms N), quota (429 insufficient_quota), invalid-offer "
                         "(400), region (403 unsupported_country_region_territory); with "
                         "--fail-count K only the first K offers")
+    p.add_argument("--cancel-done-after", type=float,
+                   help="openai mode: a cancelled response stays active (refusing a new "
+                        "response.create) until its response.done, S seconds after the cancel")
+    p.add_argument("--late-transcript", type=float,
+                   help="openai mode: the user's transcription.completed comes S seconds "
+                        "after the commit (after the assistant's answer)")
     p.add_argument("--plain-answer", action="store_true",
                    help="openai route: aiortc's answer as it is, not reshaped like OpenAI's")
     p.add_argument("--close-channel-after", type=float,
