@@ -265,14 +265,15 @@ func isState(_ line: String, _ state: String) -> Bool {
         guard let python = InteropPeer.require() else { return }
         let peer = try InteropPeer(python: python, mode: "openai", extra: ["--ephemeral", "--token", "device-secret"], name: "openai")
         let token = temporary("openai-token"), input = temporary("openai-in.wav"), log = temporary("openai-run.log")
-        defer { unlink(token); unlink(input); unlink(log) }
+        let output = temporary("openai-out.wav")
+        defer { unlink(token); unlink(input); unlink(log); unlink(output) }
         try "device-secret\n".write(toFile: token, atomically: true, encoding: .utf8)
         try WAVFile.write(input, rate: 48_000, channels: 1, bits: 16,
                           samples: Signal.tone(300, amplitude: 0.2, seconds: 2, rate: 48_000).map { Int32($0 * 32_767) })
         let base = "http://127.0.0.1:\(peer.port)"
         let agent = try LineProcess(Linnet.executable.path,
                                     ["run", "--openai", "--token-url", base + "/token", "--openai-url", base + "/v1/realtime/calls",
-                                     "--token-file", token, "--turn-detection", "ptt", "--input", input, "--loop-input", "--playback", "none",
+                                     "--token-file", token, "--turn-detection", "ptt", "--input", input, "--loop-input", "--output", output,
                                      "--events", "-", "--stats-seconds", "1"], stderr: log)
         defer { agent.stop() }
         func type(_ t: String, _ extra: (([String: Any]) -> Bool)? = nil) -> (String) -> Bool {
@@ -317,6 +318,29 @@ func isState(_ line: String, _ state: String) -> Bool {
         let http = report["http"] as? [[String: Any]] ?? []
         #expect(http.contains { ($0["path"] as? String) == "/token" && ($0["status"] as? Int) == 200 })
         #expect(http.contains { ($0["path"] as? String)?.hasSuffix("/hangup") == true && ($0["status"] as? Int) == 200 })
+        // The answer had OpenAI's shape (the stand-in's default on this route): one
+        // session-level fingerprint, a ufrag with '/', a UDP candidate and a TCP passive
+        // one on 443, setup:active. Linnet has no ICE-TCP: it skipped the TCP candidate
+        // and the call ran over UDP (aioice checked every STUN USERNAME against that ufrag).
+        let answer = (call["answer_sdp"] as? String ?? "").replacingOccurrences(of: "\r\n", with: "\n")
+        let sessionPart = answer.components(separatedBy: "\nm=").first ?? ""
+        let mediaPart = answer.dropFirst(sessionPart.count)
+        #expect(sessionPart.contains("\na=fingerprint:sha-256 ") && !mediaPart.contains("a=fingerprint:"), "\(answer)")
+        let ufrag = answer.split(separator: "\n").first { $0.hasPrefix("a=ice-ufrag:") }.map { String($0.dropFirst(12)) } ?? ""
+        #expect(ufrag.contains("/"), "ufrag \(ufrag)")
+        #expect(answer.contains(" udp ") && answer.contains(" tcp ") && answer.contains(" 443 typ host tcptype passive ufrag \(ufrag)"), "\(answer)")
+        #expect(answer.contains("a=setup:active") && !answer.contains("a=setup:passive") && !answer.contains("a=setup:actpass"))
+        let pairs = call["selected_pairs"] as? [[String: Any]] ?? []
+        #expect(!pairs.isEmpty && pairs.allSatisfy { ($0["remote"] as? [String: Any])?["protocol"] as? String == "udp" }, "\(pairs)")
+        // Audio both ways: aiortc decoded Linnet's 300 Hz while the button was held, and
+        // Linnet's --output holds the assistant's 440 Hz voice (1.5 s per response).
+        let (_, heard) = try WAVFile.read16(peer.record)
+        let heardWindows = fractionOfWindowsWithTone(heard, 300, rate: 48_000, rms: 0.2 * 32_767 / 2.0.squareRoot(), levelDB: 3) * Double(heard.count / 4_800)
+        #expect(heardWindows >= 8, "aiortc heard 300 Hz in \(Int(heardWindows)) windows of 100 ms")
+        let (_, back) = try WAVFile.read16(output)
+        let voiceRMS = pow(10, -12.0 / 20) * 32_767 / 2.0.squareRoot() / 2.0.squareRoot()
+        let voiceWindows = fractionOfWindowsWithTone(back, 440, rate: 48_000, rms: voiceRMS, levelDB: 1) * Double(back.count / 4_800)
+        #expect(voiceWindows >= 10, "Linnet got the 440 Hz voice in \(Int(voiceWindows)) windows of 100 ms")
     }
 
     /// This machine has no GPIO chip: a required button is a clear error (69) naming what

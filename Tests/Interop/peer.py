@@ -531,12 +531,37 @@ class Session:
         self.offer_sdp = offer_sdp
         await self.pc.setRemoteDescription(RTCSessionDescription(sdp=offer_sdp, type="offer"))
         self.instrument()
+        ufrag = None
+        if self.route == "openai" and not self.args.plain_answer:
+            ufrag = self.use_openai_ufrag()
         answer = await self.pc.createAnswer()
         # aiortc gathers all candidates inside setLocalDescription, so the answer's SDP
         # carries them (and a=end-of-candidates).
         await self.pc.setLocalDescription(answer)
         self.answer_sdp = self.pc.localDescription.sdp
+        if ufrag is not None:
+            self.answer_sdp = openai_shaped_answer(self.answer_sdp, ufrag)
         return self.answer_sdp
+
+    def use_openai_ufrag(self) -> str:
+        """OpenAI's /calls answers carry an ICE ufrag with '/' in it (an ice-char, RFC
+        8839 section 5.4). aioice keeps the local ufrag in Connection._local_username
+        (read-only property local_username, set in __init__) and uses it both for
+        RTCIceGatherer.getLocalParameters (the answer's a=ice-ufrag) and to check the
+        USERNAME of every incoming STUN check. Setting it here, after
+        setRemoteDescription made the transports and before createAnswer reads them, makes
+        the connectivity checks really run with this ufrag."""
+        ufrag = secrets.token_hex(6) + "/" + secrets.token_hex(5)
+        aioice.ice.validate_username(ufrag)
+        transports = []
+        for transceiver in self.pc.getTransceivers():
+            if transceiver.receiver.transport is not None:
+                transports.append(transceiver.receiver.transport.transport)
+        if self.pc.sctp is not None:
+            transports.append(self.pc.sctp.transport.transport)
+        for ice in {id(t): t for t in transports}.values():
+            ice._connection._local_username = ufrag
+        return ufrag
 
     def instrument(self) -> None:
         """Counts RTP as it arrives (aiortc's stats have no inbound byte count): every
@@ -648,7 +673,51 @@ class Session:
         if self.openai is not None:
             out["openai_events_received"] = self.openai.received
             out["openai_events_sent"] = self.openai.sent_types
+            out["openai_events_sent_log"] = self.openai.sent_log
         return out
+
+
+def openai_shaped_answer(sdp: str, ufrag: str) -> str:
+    """aiortc's answer rewritten to the shape of OpenAI's published /calls answer (see
+    Tests/SDPTests/Fixtures/openai-shaped-answer.sdp): one session-level a=fingerprint
+    instead of one per media section (RFC 8122 section 5 allows either), a=setup:active,
+    and after each UDP host candidate a TCP passive one on port 443 (RFC 6544), both
+    with OpenAI's `ufrag` candidate extension. aiortc's real fingerprint and UDP
+    candidates are kept, so the call still works; nothing listens on the TCP one, which
+    a client without ICE-TCP must skip. a=end-of-candidates is dropped (OpenAI sends
+    none)."""
+    lines = [l for l in sdp.replace("\r\n", "\n").split("\n") if l]
+    fingerprints = [l for l in lines if l.startswith("a=fingerprint:")]
+    session, media, current = [], [], None
+    for line in lines:
+        if line.startswith("m="):
+            current = [line]
+            media.append(current)
+        elif current is None:
+            session.append(line)
+        else:
+            current.append(line)
+    if fingerprints:
+        at = next((i for i, l in enumerate(session) if l.startswith("a=group:")), len(session))
+        session.insert(at, fingerprints[0])
+    out = list(session)
+    for section in media:
+        for line in section:
+            if line.startswith("a=fingerprint:") or line == "a=end-of-candidates":
+                continue
+            if line.startswith("a=setup:"):
+                line = "a=setup:active"
+            if line.startswith("a=candidate:"):
+                parts = line[len("a=candidate:"):].split(" ")
+                if len(parts) >= 8 and parts[2].lower() == "udp" and parts[6] == "typ":
+                    out.append(line + " ufrag " + ufrag)
+                    # priority: type preference 105 (host, TCP passive), as OpenAI's.
+                    tcp = (f"a=candidate:{int(parts[0]) ^ 1 if parts[0].isdigit() else parts[0] + 't'} "
+                           f"{parts[1]} tcp 1671430143 {parts[4]} 443 typ host tcptype passive ufrag {ufrag}")
+                    out.append(tcp)
+                    continue
+            out.append(line)
+    return "\r\n".join(out) + "\r\n"
 
 
 # --------------------------------------------------------------------------------------
@@ -742,10 +811,12 @@ class OpenAIScript:
         self.channel = channel
         self.received: list = []
         self.sent_types: list = []
+        self.sent_log: list = []  # {t, type, status (response.*), code (error)}
         self.last_item_id: Optional[str] = None
         self.response_task: Optional[asyncio.Task] = None
         self.response_id: Optional[str] = None
         self.response_done_sent = False
+        self.cancelling = False  # --cancel-done-after: a cancelled response not yet done
         self.session_obj = {
             "type": "realtime",
             "object": "realtime.session",
@@ -788,6 +859,10 @@ class OpenAIScript:
         event = {"type": event["type"], "event_id": new_id("event_"),
                  **{k: v for k, v in event.items() if k != "type"}}
         self.sent_types.append(event["type"])
+        response = event.get("response") if isinstance(event.get("response"), dict) else {}
+        self.sent_log.append({"t": self.session.t(), "type": event["type"],
+                              "status": response.get("status"),
+                              "code": (event.get("error") or {}).get("code")})
         if self.channel.readyState == "open":
             self.session.send(self.channel, json.dumps(event))
 
@@ -874,10 +949,21 @@ class OpenAIScript:
         self.emit({"type": "input_audio_buffer.committed",
                    "previous_item_id": self.last_item_id, "item_id": item_id})
         self.last_item_id = item_id
-        self.emit({"type": "conversation.item.input_audio_transcription.completed",
-                   "item_id": item_id, "content_index": 0,
-                   "transcript": self.args.transcript,
-                   "usage": {"type": "duration", "seconds": round(samples / SAMPLE_RATE, 3)}})
+        completed = {"type": "conversation.item.input_audio_transcription.completed",
+                     "item_id": item_id, "content_index": 0,
+                     "transcript": self.args.transcript,
+                     "usage": {"type": "duration", "seconds": round(samples / SAMPLE_RATE, 3)}}
+        if self.args.late_transcript:
+            # --late-transcript S: transcription runs beside the response (OpenAI's
+            # guide: completions may arrive in any order), so the user's transcript can
+            # come after the assistant's answer to it.
+            self.session.spawn(self.emit_later(completed, self.args.late_transcript))
+        else:
+            self.emit(completed)
+
+    async def emit_later(self, event: dict, seconds: float) -> None:
+        await asyncio.sleep(seconds)
+        self.emit(event)
 
     def on_item_create(self, event: dict) -> None:
         item = event.get("item") if isinstance(event.get("item"), dict) else {}
@@ -955,6 +1041,14 @@ class OpenAIScript:
         was_speaking = self.session.speaking
         task.cancel()
         self.session.speaking = False
+        if not self.response_done_sent and self.args.cancel_done_after:
+            # --cancel-done-after S: as the service may, the cancelled response stays
+            # active until its response.done, S seconds later; a response.create
+            # meanwhile is refused with conversation_already_has_active_response.
+            self.response_task = self.session.spawn(self.finish_cancel(self.response_id))
+            if was_speaking:
+                self.emit({"type": "output_audio_buffer.stopped", "response_id": self.response_id})
+            return
         if not self.response_done_sent:
             self.emit({"type": "response.done",
                        "response": self.response_obj(self.response_id, "cancelled",
@@ -963,9 +1057,20 @@ class OpenAIScript:
         if was_speaking:
             self.emit({"type": "output_audio_buffer.stopped", "response_id": self.response_id})
 
+    async def finish_cancel(self, response_id: str) -> None:
+        self.cancelling = True
+        try:
+            await asyncio.sleep(self.args.cancel_done_after)
+            self.emit({"type": "response.done",
+                       "response": self.response_obj(response_id, "cancelled", new_id("item_"), "")})
+            self.response_done_sent = True
+        finally:
+            self.cancelling = False
+
     def on_output_clear(self, event: dict) -> None:
         self.session.speaking = False
-        if self.response_task is not None and not self.response_task.done():
+        # Clearing the audio does not end a response whose cancel is still under way.
+        if self.response_task is not None and not self.response_task.done() and not self.cancelling:
             self.response_task.cancel()
         self.emit({"type": "output_audio_buffer.cleared", "response_id": self.response_id})
 
@@ -1202,13 +1307,41 @@ class PeerServer:
             return True
         return bearer == f"Bearer {self.args.token}"
 
+    def openai_error(self) -> Optional[Response]:
+        """--openai-error KIND: the refusals OpenAI's /calls documents, with its JSON
+        error body ({"error": {message, type, param, code}}) and headers."""
+        kind = self.args.openai_error
+        if kind.startswith("rate-limit-ms:"):
+            ms = kind.split(":", 1)[1]
+            return json_response(429, {"error": {
+                "message": f"Rate limit reached for requests. Please try again in {ms}ms.",
+                "type": "requests", "param": None, "code": "rate_limit_exceeded"}},
+                {"retry-after-ms": ms, "x-ratelimit-remaining-requests": "0"})
+        if kind == "quota":
+            return json_response(429, {"error": {
+                "message": "You exceeded your current quota, please check your plan and billing details.",
+                "type": "insufficient_quota", "param": None, "code": "insufficient_quota"}})
+        if kind == "invalid-offer":
+            return json_response(400, {"error": {
+                "message": "Invalid SDP offer. Please try again with a WHIP-compliant offer.",
+                "type": "invalid_request_error", "param": None, "code": "invalid_offer"}})
+        if kind == "region":
+            return json_response(403, {"error": {
+                "code": "unsupported_country_region_territory",
+                "message": "Country, region, or territory not supported",
+                "param": None, "type": "request_forbidden"}})
+        raise ValueError(f"unknown --openai-error {kind}")
+
     def injected_failure(self, route: str) -> Optional[Response]:
         """--fail-status: the offer is answered with an error, as a broken provider would.
-        With --fail-count K only the first K offers fail."""
+        --openai-error: one of OpenAI's own refusals on the openai route. With
+        --fail-count K only the first K offers fail."""
+        if self.args.fail_count is not None and self.offers_seen >= self.args.fail_count:
+            return None
+        if route == "openai" and self.args.openai_error:
+            return self.openai_error()
         status = self.args.fail_status
         if not status:
-            return None
-        if self.args.fail_count is not None and self.offers_seen >= self.args.fail_count:
             return None
         headers = {}
         if self.args.retry_after is not None:
@@ -1402,6 +1535,19 @@ def parse_args(argv=None):
     p.add_argument("--fail-count", type=int, help="with --fail-status: only the first K offers")
     p.add_argument("--retry-after", type=int, help="with --fail-status: a Retry-After header")
     p.add_argument("--garbage", action="store_true", help="answer offers with a non-SDP body")
+    p.add_argument("--openai-error",
+                   help="openai route: refuse offers as OpenAI does: rate-limit-ms:N (429, "
+                        "retry-after-ms N), quota (429 insufficient_quota), invalid-offer "
+                        "(400), region (403 unsupported_country_region_territory); with "
+                        "--fail-count K only the first K offers")
+    p.add_argument("--cancel-done-after", type=float,
+                   help="openai mode: a cancelled response stays active (refusing a new "
+                        "response.create) until its response.done, S seconds after the cancel")
+    p.add_argument("--late-transcript", type=float,
+                   help="openai mode: the user's transcription.completed comes S seconds "
+                        "after the commit (after the assistant's answer)")
+    p.add_argument("--plain-answer", action="store_true",
+                   help="openai route: aiortc's answer as it is, not reshaped like OpenAI's")
     p.add_argument("--close-channel-after", type=float,
                    help="close the peer's own channel N seconds after it opens")
     p.add_argument("--peer-channel", dest="peer_channel", action="store_true", default=None,
