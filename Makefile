@@ -73,7 +73,7 @@ deb-host: release
 
 ## test-deb: install, upgrade and purge the host package here (root), check the arm64 one
 test-deb: release build/arm64/linnet deb
-	scripts/test-deb.sh build/host/linnet build/linnet_$$(sed -n 's/^let linnetVersion = "\(.*\)"/\1/p' Sources/linnet/CLI.swift)_arm64.deb
+	scripts/test-deb.sh build/host/linnet build/linnet_$$(scripts/version.sh)_arm64.deb
 
 ## check-unit: systemd-analyze verify and security (≤ 2.0) of systemd/linnet.service
 check-unit:
@@ -83,7 +83,7 @@ check-unit:
 bench: bench-board
 bench-board: deb
 	@scripts/check-unit.sh
-	@echo "BENCH deb_arm64_bytes $$(stat -c %s build/linnet_$$(sed -n 's/^let linnetVersion = "\(.*\)"/\1/p' Sources/linnet/CLI.swift)_arm64.deb) bytes"
+	@echo "BENCH deb_arm64_bytes $$(stat -c %s build/linnet_$$(scripts/version.sh)_arm64.deb) bytes"
 
 # --- Fuzzing and sanitizers (issue 8) ------------------------------------------------
 .PHONY: fuzz fuzz-ci sanitize tsan

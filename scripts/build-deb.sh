@@ -2,7 +2,7 @@
 # Builds linnet_<version>_<arch>.deb from a release binary with dpkg-deb (no debhelper).
 #
 # usage: scripts/build-deb.sh BINARY [OUTDIR]
-#   VERSION overrides the version (default: linnetVersion in Sources/linnet/CLI.swift).
+#   VERSION overrides the version (default: scripts/version.sh, LinnetVersion in Sources/Signaling).
 #   The architecture comes from the binary's ELF header (aarch64 → arm64, x86-64 → amd64).
 #
 # Contents: /usr/bin/linnet (stripped), /lib/systemd/system/linnet.service,
@@ -20,8 +20,7 @@ bin=${1:?usage: build-deb.sh BINARY [OUTDIR]}
 outdir=${2:-$(dirname "$bin")}
 [ -f "$bin" ] || { echo "no binary at $bin" >&2; exit 1; }
 
-version=${VERSION:-$(sed -n 's/^let linnetVersion = "\(.*\)"/\1/p' "$top/Sources/linnet/CLI.swift")}
-[ -n "$version" ] || { echo "cannot read the version from Sources/linnet/CLI.swift" >&2; exit 1; }
+version=${VERSION:-$("$top/scripts/version.sh")}
 
 machine=$(readelf -h "$bin" | sed -n 's/^ *Machine: *//p')
 case "$machine" in

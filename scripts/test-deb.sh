@@ -51,7 +51,7 @@ licenses_have_texts() {
     END { for (u in used) if (!(u in defined)) { print "no license text for " u > "/dev/stderr"; bad = 1 }; exit bad }' "$1"
 }
 
-base=$(sed -n 's/^let linnetVersion = "\(.*\)"/\1/p' "$top/Sources/linnet/CLI.swift")
+base=$("$top/scripts/version.sh")
 VERSION=$base "$top/scripts/build-deb.sh" "$bin" "$work/v1" >/dev/null
 VERSION=$base+1 "$top/scripts/build-deb.sh" "$bin" "$work/v2" >/dev/null
 deb1=$(ls "$work"/v1/linnet_*.deb)

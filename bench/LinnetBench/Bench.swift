@@ -79,7 +79,7 @@ func measuredDecode(_ decoder: OpusDecoder, _ packet: UnsafeRawBufferPointer, _ 
     (try? decoder.decode(packet, into: pcm)) ?? -1
 }
 
-/// Opus as the product configures it (Sources/linnet/Media.swift): 48 kHz mono, VOIP,
+/// Opus as the product configures it (Sources/Media/MediaPath.swift): 48 kHz mono, VOIP,
 /// voice signal, 32 kbit/s, in-band FEC planned for 10 % loss, libopus' default complexity.
 func productEncoder() -> OpusEncoder? {
     guard let e = try? OpusEncoder(sampleRate: 48_000, channels: 1) else { return nil }
@@ -102,7 +102,7 @@ func defaultChain() -> HookChain? {
     return chain
 }
 
-/// The chain `linnet run` builds from the Settings defaults (Sources/linnet/AudioSetup.swift):
+/// The chain `linnet run` builds from the Settings defaults (Sources/Runtime/AudioSetup.swift):
 /// high-pass at 80 Hz (`high-pass-hz`), limiter (`limiter = true`), level meter, mute
 /// gate; AGC and the noise gate are off by default.
 func productChain() -> HookChain? {
