@@ -129,10 +129,19 @@ func run(_ loop: EventLoop, until event: EventFD) throws {
         try run(loop, until: recorder.done)
         duplex.stop()
 
-        // After the first 20 frames (the speaker filling up): every frame had a reference.
+        // After the first 20 frames (the speaker filling up): every frame had a reference,
+        // except where the speaker really ran dry. On a loaded machine (CI shares two
+        // cores) the playback thread can starve; an underrun leaves up to a period of
+        // silence in what was played, so it may cost the two capture frames it straddles.
+        // A frame's play time comes from the smoothed device timelines, so consecutive
+        // frames may leave a gap or overlap of a sample or two: "whole" is to within
+        // 8 samples (0.17 ms), far less than any echo canceller's filter notices.
         let from = 20
-        let covered = (from..<recorder.frames).filter { recorder.coverage[$0] == 480 }.count
-        #expect(covered >= recorder.frames - from - 2, "\(covered) of \(recorder.frames - from) frames had a whole reference")
+        let covered = (from..<recorder.frames).filter { recorder.coverage[$0] >= 480 - 8 }.count
+        let short = (from..<recorder.frames).filter { recorder.coverage[$0] < 480 - 8 }.map { "\($0):\(recorder.coverage[$0])" }
+        let dryBefore = speaker.underruns.load(ordering: .relaxed)
+        #expect(covered >= recorder.frames - from - 2 - 2 * dryBefore,
+                "\(covered) of \(recorder.frames - from) frames had a whole reference (\(dryBefore) underruns; short frame:samples \(short))")
         let x = Array(recorder.reference[(from * 480)..<(from * 480 + 24_000)])
         let y = Array(recorder.captured[(from * 480)..<(from * 480 + 24_000)])
         let (lag, _) = strongestLag(x, y, range: -960...960)
