@@ -43,3 +43,14 @@ enum HMACSHA1 {
         return diff == 0
     }
 }
+
+/// MD5 (RFC 1321) through mbedtls: only for the RFC 8489 §9.2.2 long-term credential
+/// key, which the protocol fixes (no choice of hash without PASSWORD-ALGORITHMS).
+enum MD5 {
+    static func digest(_ bytes: [UInt8]) -> [UInt8] {
+        var out = [UInt8](repeating: 0, count: 16)
+        guard let info = mbedtls_md_info_from_type(MBEDTLS_MD_MD5) else { return out }
+        _ = mbedtls_md(info, bytes, bytes.count, &out)
+        return out
+    }
+}

@@ -52,6 +52,10 @@ public enum ICEError: Error, Equatable, Sendable {
     case crypto(code: Int32)
     /// An `a=candidate` value does not follow RFC 8839 §5.1; `field` names the first bad part.
     case invalidCandidate(field: String)
+    /// A ChannelData message names a channel outside 0x4000–0x4FFF (RFC 8656 §12).
+    case badChannel(UInt16)
+    /// An `ice-server` URL does not follow RFC 7064/7065; `reason` says what is wrong.
+    case invalidServerURL(String)
 }
 
 extension ICEError: CustomStringConvertible {
@@ -71,6 +75,8 @@ extension ICEError: CustomStringConvertible {
         case .unencodable: return "stun: value cannot be encoded"
         case .crypto(let c): return "stun: mbedtls error \(c)"
         case .invalidCandidate(let f): return "candidate: invalid \(f)"
+        case .badChannel(let c): return "turn: channel 0x\(String(c, radix: 16)) is outside 0x4000-0x4fff"
+        case .invalidServerURL(let r): return r
         }
     }
 }

@@ -14,6 +14,18 @@ public enum STUNAttribute: Hashable, Sendable {
     case iceControlled(ICEControlled)
     case iceControlling(ICEControlling)
     case software(Software)
+    // TURN (RFC 8656 §18) and long-term credentials (RFC 8489 §14.9–14.10).
+    case channelNumber(ChannelNumber)
+    case lifetime(Lifetime)
+    case xorPeerAddress(XORPeerAddress)
+    case data(DataAttribute)
+    case xorRelayedAddress(XORRelayedAddress)
+    case requestedAddressFamily(RequestedAddressFamily)
+    case requestedTransport(RequestedTransport)
+    case dontFragment
+    case realm(Realm)
+    case nonce(Nonce)
+    case alternateServer(AlternateServer)
 }
 
 /// A STUN message (RFC 8489 §5, §14): header plus attributes.
@@ -94,6 +106,19 @@ public struct STUNMessage: Hashable, Sendable {
             case ICEControlled.type: m.attributes.append(.iceControlled(try .parse(value, transactionID: id)))
             case ICEControlling.type: m.attributes.append(.iceControlling(try .parse(value, transactionID: id)))
             case Software.type: m.attributes.append(.software(try .parse(value, transactionID: id)))
+            case ChannelNumber.type: m.attributes.append(.channelNumber(try .parse(value, transactionID: id)))
+            case Lifetime.type: m.attributes.append(.lifetime(try .parse(value, transactionID: id)))
+            case XORPeerAddress.type: m.attributes.append(.xorPeerAddress(try .parse(value, transactionID: id)))
+            case DataAttribute.type: m.attributes.append(.data(try .parse(value, transactionID: id)))
+            case XORRelayedAddress.type: m.attributes.append(.xorRelayedAddress(try .parse(value, transactionID: id)))
+            case RequestedAddressFamily.type: m.attributes.append(.requestedAddressFamily(try .parse(value, transactionID: id)))
+            case RequestedTransport.type: m.attributes.append(.requestedTransport(try .parse(value, transactionID: id)))
+            case DontFragment.type:
+                _ = try DontFragment.parse(value, transactionID: id)
+                m.attributes.append(.dontFragment)
+            case Realm.type: m.attributes.append(.realm(try .parse(value, transactionID: id)))
+            case Nonce.type: m.attributes.append(.nonce(try .parse(value, transactionID: id)))
+            case AlternateServer.type: m.attributes.append(.alternateServer(try .parse(value, transactionID: id)))
             default:
                 if STUNAttributeType.isComprehensionRequired(type) { m.unknownRequired.append(type) }
             }
@@ -151,6 +176,17 @@ public struct STUNMessage: Hashable, Sendable {
             case .iceControlled(let v): try write(v, into: &w, padding: padding)
             case .iceControlling(let v): try write(v, into: &w, padding: padding)
             case .software(let v): try write(v, into: &w, padding: padding)
+            case .channelNumber(let v): try write(v, into: &w, padding: padding)
+            case .lifetime(let v): try write(v, into: &w, padding: padding)
+            case .xorPeerAddress(let v): try write(v, into: &w, padding: padding)
+            case .data(let v): try write(v, into: &w, padding: padding)
+            case .xorRelayedAddress(let v): try write(v, into: &w, padding: padding)
+            case .requestedAddressFamily(let v): try write(v, into: &w, padding: padding)
+            case .requestedTransport(let v): try write(v, into: &w, padding: padding)
+            case .dontFragment: try write(DontFragment(), into: &w, padding: padding)
+            case .realm(let v): try write(v, into: &w, padding: padding)
+            case .nonce(let v): try write(v, into: &w, padding: padding)
+            case .alternateServer(let v): try write(v, into: &w, padding: padding)
             }
         }
         if let key = integrityKey {
@@ -169,7 +205,22 @@ public struct STUNMessage: Hashable, Sendable {
 
     /// The serialized message in a fresh array (for the agent, where messages are few).
     public func serialized(integrityKey: [UInt8]? = nil, fingerprint: Bool = false) throws(ICEError) -> [UInt8] {
-        var buffer = [UInt8](repeating: 0, count: 1280)
+        // Room for the header, MESSAGE-INTEGRITY, FINGERPRINT and every attribute; a
+        // Send indication's DATA (RFC 8656 §11) may carry a whole 1200-byte packet.
+        var size = 128
+        for a in attributes {
+            switch a {
+            case .data(let d): size += d.bytes.count + 8
+            case .username(let u): size += u.value.utf8.count + 8
+            case .realm(let r): size += r.value.utf8.count + 8
+            case .nonce(let n): size += n.value.utf8.count + 8
+            case .software(let s): size += s.value.utf8.count + 8
+            case .errorCode(let e): size += e.reason.utf8.count + 12
+            case .unknownAttributes(let u): size += u.types.count * 2 + 8
+            default: size += 28
+            }
+        }
+        var buffer = [UInt8](repeating: 0, count: size)
         let n = try buffer.withMutableBytes { (raw) throws(ICEError) -> Int in
             var w = ByteWriter(raw)
             return try serialize(into: &w, integrityKey: integrityKey, fingerprint: fingerprint)

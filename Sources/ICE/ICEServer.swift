@@ -1,0 +1,134 @@
+import Wire
+
+/// How a TURN client reaches its server (RFC 8656 §3.1): UDP, TCP, or TLS over TCP.
+/// The relayed transport towards peers is always UDP (REQUESTED-TRANSPORT 17).
+public enum TURNTransport: String, Hashable, Sendable, CustomStringConvertible {
+    case udp, tcp, tls
+
+    public var description: String { rawValue }
+    /// TCP and TLS: no retransmissions, stream framing (RFC 8656 §12.5).
+    public var isStream: Bool { self != .udp }
+}
+
+/// A `stun:`, `stuns:`, `turn:` or `turns:` URL (RFC 7064 §3.1, RFC 7065 §3.1):
+///
+/// ```
+/// stunURI = ("stun" / "stuns") ":" host [ ":" port ]
+/// turnURI = ("turn" / "turns") ":" host [ ":" port ] [ "?transport=" ("udp" / "tcp") ]
+/// ```
+/// Default ports: 3478, and 5349 for the TLS schemes. A host is a name, an IPv4
+/// literal, or an IPv6 literal in brackets. `turns:` with `?transport=udp` would be DTLS
+/// (RFC 7350), which Linnet does not speak: refused, as are `user@host` forms.
+public struct ICEServerURL: Hashable, Sendable, CustomStringConvertible {
+    public enum Scheme: String, Hashable, Sendable {
+        case stun, stuns, turn, turns
+    }
+
+    public var scheme: Scheme
+    public var host: String
+    public var port: UInt16
+    /// For `turn:`/`turns:`: how the client reaches the server. `stuns:` is TLS too.
+    public var transport: TURNTransport
+
+    public init(scheme: Scheme, host: String, port: UInt16? = nil, transport: TURNTransport? = nil) {
+        self.scheme = scheme
+        self.host = host
+        let tls = scheme == .turns || scheme == .stuns
+        self.port = port ?? (tls ? 5349 : 3478)
+        self.transport = transport ?? (tls ? .tls : .udp)
+    }
+
+    public var isTURN: Bool { scheme == .turn || scheme == .turns }
+
+    /// The host as an IP literal, if it is one.
+    public var ip: IPAddress? { IPAddress(host) }
+
+    public init(parsing text: String) throws(ICEError) {
+        func bad(_ why: String) -> ICEError { .invalidServerURL("'\(text)' is not a stun:/turn:/turns: URL: \(why)") }
+        guard let colon = text.firstIndex(of: ":") else { throw bad("no scheme") }
+        let schemeText = lowercasedASCII(String(text[..<colon]))
+        guard let scheme = Scheme(rawValue: schemeText) else { throw bad("the scheme must be stun, stuns, turn or turns") }
+        var rest = Substring(text[text.index(after: colon)...])
+        if rest.hasPrefix("//") { rest = rest.dropFirst(2) }
+        var transport: TURNTransport? = nil
+        if let q = rest.firstIndex(of: "?") {
+            let query = lowercasedASCII(String(rest[rest.index(after: q)...]))
+            rest = rest[..<q]
+            guard scheme == .turn || scheme == .turns else { throw bad("only turn: and turns: take ?transport=") }
+            switch query {
+            case "transport=udp":
+                guard scheme == .turn else { throw bad("turns: over UDP would be DTLS (RFC 7350), which is not supported") }
+                transport = .udp
+            case "transport=tcp": transport = scheme == .turns ? .tls : .tcp
+            default: throw bad("the query must be transport=udp or transport=tcp")
+            }
+        }
+        guard !rest.contains("@") else { throw bad("credentials go in ice-username and ice-credential, not in the URL") }
+        guard !rest.contains("/") else { throw bad("a path is not allowed") }
+        let host: Substring
+        var portText: Substring? = nil
+        if rest.hasPrefix("[") {
+            guard let close = rest.firstIndex(of: "]") else { throw bad("an unclosed [") }
+            host = rest[rest.index(after: rest.startIndex)..<close]
+            let after = rest[rest.index(after: close)...]
+            if !after.isEmpty {
+                guard after.hasPrefix(":") else { throw bad("text after ]") }
+                portText = after.dropFirst()
+            }
+            guard let ip = IPAddress(String(host)), !ip.isV4 else { throw bad("brackets hold an IPv6 address") }
+        } else {
+            if let c = rest.lastIndex(of: ":") {
+                host = rest[..<c]
+                portText = rest[rest.index(after: c)...]
+            } else {
+                host = rest
+            }
+            guard !host.contains(":") else { throw bad("an IPv6 address goes in brackets") }
+        }
+        guard !host.isEmpty, host.utf8.count <= 253,
+              host.utf8.allSatisfy({ ($0 >= 0x30 && $0 <= 0x39) || ($0 >= 0x41 && $0 <= 0x5A) || ($0 >= 0x61 && $0 <= 0x7A) || $0 == 0x2D || $0 == 0x2E || $0 == 0x3A || $0 == 0x5F })
+        else { throw bad("no valid host") }
+        var port: UInt16? = nil
+        if let portText {
+            guard !portText.isEmpty, portText.count <= 5, portText.allSatisfy({ $0.isASCIIDigit }), let p = UInt16(portText), p > 0 else {
+                throw bad("the port must be 1–65535")
+            }
+            port = p
+        }
+        self.init(scheme: scheme, host: String(host), port: port, transport: transport)
+    }
+
+    public var description: String {
+        let h = host.contains(":") ? "[\(host)]" : host
+        var s = "\(scheme.rawValue):\(h):\(port)"
+        if scheme == .turn && transport == .tcp { s += "?transport=tcp" }
+        return s
+    }
+}
+
+/// A TURN server as the ICE side uses it: where it is, how to reach it, and the
+/// long-term credentials (RFC 8489 §9.2). `address` is the resolved IP address (the
+/// runtime resolves host names); a UDP server needs one, a TCP or TLS server may be
+/// left to the runtime to resolve when it connects.
+public struct TURNServer: Hashable, Sendable, CustomStringConvertible {
+    public var url: ICEServerURL
+    public var username: String
+    public var credential: String
+    public var address: IPAddress?
+
+    public init(url: ICEServerURL, username: String, credential: String, address: IPAddress? = nil) {
+        self.url = url
+        self.username = username
+        self.credential = credential
+        self.address = address ?? url.ip
+    }
+
+    public var transport: TURNTransport { url.transport }
+    /// The server's UDP address, when known.
+    public var socketAddress: SocketAddress? { address.map { SocketAddress(ip: $0, port: url.port) } }
+    public var description: String { url.description }
+}
+
+func lowercasedASCII(_ s: String) -> String {
+    String(decoding: s.utf8.map { $0 >= 65 && $0 <= 90 ? $0 + 32 : $0 }, as: UTF8.self)
+}
