@@ -444,7 +444,8 @@ public struct TURNClient<R: RandomNumberGenerator> {
             c.refreshAt = now + timing.channelRefresh
             channels[peer] = c
             // A channel binding refreshes the permission too (RFC 8656 §12.2).
-            if permissions[peer.ip] != nil { permissions[peer.ip]?.refreshAt = now + timing.permissionRefresh }
+            let permissionRefresh = now + timing.permissionRefresh
+            if permissions[peer.ip] != nil { permissions[peer.ip]?.refreshAt = permissionRefresh }
         }
     }
 
