@@ -48,7 +48,7 @@ let package = Package(
         // The DRBG is DTLS's (one class for TLS and DTLS).
         .target(name: "Signaling", dependencies: ["Wire", "JSON", "SDP", "DTLS", "CMbedTLS"]),
         // Every command's options, one table, and the typed Config filled from it.
-        .target(name: "Settings", dependencies: ["Wire", "Audio", "Signaling"]),
+        .target(name: "Settings", dependencies: ["Wire", "Audio", "Signaling", "ICE"]),
         .target(name: "Agent", dependencies: ["Wire", "Peer", "ICE", "DTLS", "SDP", "SCTP", "Signaling", "Audio", "Media", "JSON", "Settings"]),
 
         // IO modules: the only ones that touch the system (with the executable).

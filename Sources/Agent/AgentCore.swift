@@ -143,6 +143,13 @@ public struct AgentSettings: Sendable {
     public var peer: PeerConfiguration
     /// How long gathering may take before the offer goes out with what it has.
     public var gatherTimeout: Duration = .seconds(2)
+    /// The same when TURN allocations are being made: two round trips to the server
+    /// (the 401 challenge, then the allocation), after a TCP and TLS handshake for
+    /// `turns:`, on a network slow enough to need a relay.
+    public var relayGatherTimeout: Duration = .seconds(5)
+    /// `ice-transport-policy relay`: only relayed candidates are offered and paired
+    /// (host candidates stay out, as in the browser's `iceTransportPolicy`).
+    public var relayOnly = false
     /// Deadlines of the route's HTTP exchanges.
     public var offerTimeout: Duration = .seconds(10)
     public var closeTimeout: Duration = .seconds(3)
@@ -339,9 +346,27 @@ public final class AgentCore {
         driveSupervisor()
     }
 
-    public func socketsBound(session id: Int, addresses: [SocketAddress], now: Instant) {
+    /// The session's UDP sockets are bound; `relays` TURN allocations are being made
+    /// for it (each ends in `relayAllocated` or `relayFailed`).
+    public func socketsBound(session id: Int, addresses: [SocketAddress], relays: Int = 0, now: Instant) {
         self.now = now
-        sessions[id]?.bound(addresses)
+        sessions[id]?.bound(addresses, relays: relays)
+        driveSupervisor()
+    }
+
+    /// A TURN allocation for the session exists: its relayed address is a local
+    /// candidate; what is sent from it goes through the allocation.
+    public func relayAllocated(session id: Int, relayed: SocketAddress, mapped: SocketAddress?, server: IPAddress, via: String, now: Instant) {
+        self.now = now
+        sessions[id]?.relayAllocated(relayed: relayed, mapped: mapped, server: server, via: via)
+        driveSupervisor()
+    }
+
+    /// A TURN allocation for the session could not be made, or was lost.
+    /// `configuration`: only a person can fix it (wrong credentials).
+    public func relayFailed(session id: Int, server: String, reason: String, configuration: Bool, now: Instant) {
+        self.now = now
+        sessions[id]?.relayFailed(server: server, reason: reason, configuration: configuration)
         driveSupervisor()
     }
 

@@ -54,6 +54,10 @@ final class SessionMachine {
     var wasConnected = false
     var offerSentAt: Instant?
     var firstAudioAt: Instant?
+    /// TURN allocations asked for this session, made, and failed (with why).
+    var relaysExpected = 0
+    var relaysAllocated = 0
+    var relayFailures: [String] = []
     var peerDeadline = Instant.distantFuture
     var pending: RequestID?
     var restartRequest: RequestID?
@@ -96,26 +100,64 @@ final class SessionMachine {
 
     // MARK: - Setting up
 
-    func bound(_ addresses: [SocketAddress]) {
+    func bound(_ addresses: [SocketAddress], relays: Int = 0) {
         guard phase == .binding else { return }
         guard !addresses.isEmpty else {
             return fail(.transient("no usable network address to gather candidates on (is the network up?)"), .unavailable)
+        }
+        if core.settings.relayOnly && relays == 0 {
+            return fail(.configuration("ice-transport-policy relay needs a turn: or turns: ice-server"), .config)
         }
         guard let media = core.makeMedia(id) else {
             return fail(.transient("the Opus codec could not be set up"), .software)
         }
         self.media = media
         var configuration = core.settings.peer
-        configuration.hostAddresses = addresses
+        // Relay-only: the sockets still carry TURN over UDP, but offer no candidates of
+        // their own (nor server-reflexive ones).
+        configuration.hostAddresses = core.settings.relayOnly ? [] : addresses
+        if core.settings.relayOnly { configuration.ice.stunServer = nil }
+        configuration.ice.expectedRelays = relays
+        relaysExpected = relays
         do throws(PeerError) {
             peer = try Peer(role: .offerer, configuration: configuration, identity: core.identity, crypto: core.crypto, seed: peerSeed)
         } catch {
             return fail(.transient(error.description), .unavailable)
         }
-        phase = .gathering(until: now + core.settings.gatherTimeout)
+        phase = .gathering(until: now + (relays > 0 ? core.settings.relayGatherTimeout : core.settings.gatherTimeout))
         peer?.start(now: now)
         drainPeer()
         if let peer, peer.gatheringComplete { gathered() }
+    }
+
+    func relayAllocated(relayed: SocketAddress, mapped: SocketAddress?, server: IPAddress, via: String) {
+        guard let peer else { return }
+        relaysAllocated += 1
+        core.log(.info, "session \(id): relay \(relayed) on \(via)")
+        peer.addRelayCandidate(relayed: relayed, mapped: mapped, server: server, now: now)
+        drainPeer()
+        if case .gathering = phase, peer.gatheringComplete { gathered() }
+    }
+
+    /// Before the offer: gathering goes on without this relay, unless it was the last
+    /// hope of a relay-only session. After: a lost relay matters only if media used it,
+    /// and consent notices that (then a restart or a new session allocates again).
+    func relayFailed(server: String, reason: String, configuration: Bool) {
+        guard let peer else { return }
+        relayFailures.append("\(server): \(reason)")
+        if case .gathering = phase {
+            core.log(.warning, "session \(id): TURN \(server): \(reason)")
+            // Relay-only with no relay left: no offer (it would carry no candidate).
+            if core.settings.relayOnly && relayFailures.count >= relaysExpected && relaysAllocated == 0 {
+                let why = "ice-transport-policy relay, and no relay could be allocated (" + relayFailures.joined(separator: "; ") + ")"
+                return configuration ? fail(.configuration(why), .config) : fail(.transient(why), .unavailable)
+            }
+            peer.relayGatheringFailed(now: now)
+            drainPeer()
+            if case .gathering = phase, peer.gatheringComplete { gathered() }
+        } else {
+            core.log(.warning, "session \(id): TURN \(server): \(reason) (the relay is gone; consent decides whether the call needs it)")
+        }
     }
 
     func gathered() {

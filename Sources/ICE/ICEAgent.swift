@@ -51,6 +51,9 @@ public struct ICEAgent<R: RandomNumberGenerator> {
     private var selectedIndex: Int? = nil
     private var remoteEndOfCandidates = false
     private var gatheringDone = false
+    /// Relayed candidates added or given up, of `config.expectedRelays`.
+    private var relaysSettled = 0
+    private var pendingRelays: Int { max(0, config.expectedRelays - relaysSettled) }
     private var prflxCounter = 0
     /// Controlling: the pair being nominated to replace a stale selected pair.
     private var switchingTo: Int? = nil
@@ -109,8 +112,41 @@ public struct ICEAgent<R: RandomNumberGenerator> {
                 gathering = true
             }
         }
-        if !gathering { finishGathering() }
+        if !gathering && pendingRelays == 0 { finishGathering() }
         schedulePacing(now: now)
+    }
+
+    /// A TURN allocation made by the owner (RFC 8656 §7): `relayed` becomes a local
+    /// relayed candidate (RFC 8445 §5.1.1.2) whose base is itself; checks and media
+    /// "from" it are the owner's to send through the allocation. `mapped` is our address
+    /// as the TURN server saw it (the candidate's related address), `server` the TURN
+    /// server's IP (it sets the foundation, §5.1.1.3). Counts towards
+    /// `config.expectedRelays`: gathering completes once every expected relay was added
+    /// or given up (`relayGatheringFailed`). May come before or after remote candidates.
+    public mutating func addRelayCandidate(relayed: SocketAddress, mapped: SocketAddress?, server: IPAddress, now: Instant) {
+        guard state != .closed else { return }
+        if !locals.contains(where: { $0.base == relayed }) {
+            // Relays keep their configuration order as local preference, below hosts'.
+            let relays = locals.filter { $0.candidate.type == .relay }.count
+            let localPreference = UInt16(clamping: 65535 - relays)
+            let c = Candidate(foundation: Candidate.foundation(type: .relay, base: relayed.ip, server: server),
+                              priority: Candidate.priority(type: .relay, localPreference: localPreference),
+                              address: relayed, type: .relay, related: mapped)
+            locals.append(LocalCandidate(candidate: c, base: relayed, localPreference: localPreference))
+            let l = locals.count - 1
+            emit(.localCandidate(c))
+            for r in remotes.indices where remotes[r].address.ip.isV4 == relayed.ip.isV4 { _ = addPair(local: l, remote: r) }
+            schedulePacing(now: now)
+        }
+        relayGathered()
+    }
+
+    /// One of `config.expectedRelays` could not be allocated; gathering goes on without it.
+    public mutating func relayGatheringFailed(now: Instant) { relayGathered() }
+
+    private mutating func relayGathered() {
+        relaysSettled += 1
+        if pendingRelays == 0 && !transactions.contains(where: { $0.isGather }) && state != .new { finishGathering() }
     }
 
     /// The peer's ufrag and password (from its SDP); may come after `start`.
@@ -136,7 +172,7 @@ public struct ICEAgent<R: RandomNumberGenerator> {
         }
         remotes.append(RemoteCandidate(candidate: candidate, address: address))
         let r = remotes.count - 1
-        for l in locals.indices where locals[l].candidate.type == .host && locals[l].base.ip.isV4 == address.ip.isV4 {
+        for l in locals.indices where locals[l].pairable && locals[l].base.ip.isV4 == address.ip.isV4 {
             _ = addPair(local: l, remote: r)
         }
         schedulePacing(now: now)
@@ -312,7 +348,7 @@ public struct ICEAgent<R: RandomNumberGenerator> {
         // A check from an earlier generation (the peer's old ufrag) is answered but
         // does not touch the checklist.
         if let remote = remoteCredentials, remote.ufrag != remoteUfrag { return }
-        guard let l = locals.firstIndex(where: { $0.base == local && $0.candidate.type == .host }) else { return }
+        guard let l = locals.firstIndex(where: { $0.base == local && $0.pairable }) else { return }
 
         // Peer-reflexive remote candidate (RFC 8445 §7.3.1.3).
         var r = remotes.firstIndex(where: { $0.address == from })
@@ -491,7 +527,7 @@ public struct ICEAgent<R: RandomNumberGenerator> {
     }
 
     private mutating func handleGatherResponse(_ m: STUNMessage, local l: Int, server: SocketAddress) {
-        defer { if !transactions.contains(where: { $0.isGather }) { finishGathering() } }
+        defer { if !transactions.contains(where: { $0.isGather }) && pendingRelays == 0 { finishGathering() } }
         guard m.type.messageClass == .successResponse, let mapped = m.mappedAddress else { return }
         // A mapped address equal to the base adds nothing (RFC 8445 §5.1.3).
         guard mapped != locals[l].base,
@@ -651,7 +687,7 @@ public struct ICEAgent<R: RandomNumberGenerator> {
             let tx = transactions.remove(at: i)
             switch tx.kind {
             case .gather:
-                if !transactions.contains(where: { $0.isGather }) { finishGathering() }
+                if !transactions.contains(where: { $0.isGather }) && pendingRelays == 0 { finishGathering() }
             case .check(let p, _, let consent):
                 // A cancelled check's silence is not a failure: the triggered check that
                 // replaced it decides.
@@ -767,9 +803,15 @@ public struct ICEAgent<R: RandomNumberGenerator> {
 
 struct LocalCandidate {
     var candidate: Candidate
-    /// The socket address checks go out of (RFC 8445 §5.1.1: the candidate's base).
+    /// The socket address checks go out of (RFC 8445 §5.1.1: the candidate's base). For
+    /// a relayed candidate the base is the relayed address itself (§5.1.1.2): the runtime
+    /// sends what goes "from" it through that TURN allocation.
     var base: SocketAddress
     var localPreference: UInt16
+
+    /// Host and relayed candidates are paired; a server-reflexive one shares its host
+    /// candidate's base and would only duplicate its pairs (RFC 8445 §6.1.2.4).
+    var pairable: Bool { candidate.type == .host || candidate.type == .relay }
 }
 
 struct RemoteCandidate {

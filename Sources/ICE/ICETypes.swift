@@ -129,6 +129,9 @@ public struct ICEConfig: Sendable {
     public var silenceProbe: Duration? = nil
     /// At most this many pairs (RFC 8445 §6.1.2.5 suggests 100).
     public var maxPairs = 100
+    /// TURN allocations the owner is making (RFC 8656): gathering completes only when
+    /// each was added (`addRelayCandidate`) or given up (`relayGatheringFailed`).
+    public var expectedRelays = 0
     /// SOFTWARE to put in requests, if any.
     public var software: String? = nil
 

@@ -241,6 +241,20 @@ public final class Peer {
         drainICE(now: now)
     }
 
+    /// A relayed candidate the owner allocated on a TURN server (see
+    /// `ICEAgent.addRelayCandidate`); what the peer then sends "from" `relayed` is the
+    /// owner's to send through that allocation.
+    public func addRelayCandidate(relayed: SocketAddress, mapped: SocketAddress?, server: IPAddress, now: Instant) {
+        ice.addRelayCandidate(relayed: relayed, mapped: mapped, server: server, now: now)
+        drainICE(now: now)
+    }
+
+    /// One of `configuration.ice.expectedRelays` could not be allocated.
+    public func relayGatheringFailed(now: Instant) {
+        ice.relayGatheringFailed(now: now)
+        drainICE(now: now)
+    }
+
     func localDescription() -> LocalDescription {
         let audio = LocalAudio(payloadType: negotiated?.opusPayloadType ?? configuration.opusPayloadType, ssrc: sender.ssrc,
                                cname: cname, streamID: "linnet", trackID: "mic")

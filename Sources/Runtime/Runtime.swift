@@ -25,10 +25,15 @@ public struct RuntimeParts {
     var http: HTTPClient
     var media: MediaSettings
 
-    public init(addresses: [IPAddress], http: HTTPClient, media: MediaSettings) {
+    /// TURN servers (resolved) every session allocates a relay on.
+    var relays: [(server: TURNServer, address: SocketAddress)] = []
+
+    public init(addresses: [IPAddress], http: HTTPClient, media: MediaSettings,
+                relays: [(server: TURNServer, address: SocketAddress)] = []) {
         self.addresses = addresses
         self.http = http
         self.media = media
+        self.relays = relays
     }
 }
 
@@ -39,6 +44,8 @@ public final class Runtime {
     let audio: AudioIO
     var sockets: [Int: [UDPSocket]] = [:]
     var socketSources: [Int: [EventLoop.SourceID]] = [:]
+    /// Each session's TURN allocations; a transmit "from" a relayed address goes there.
+    var relayPaths: [Int: [RelayPath]] = [:]
     /// Each session's media, made when the core asks (`makeMedia`): the core encodes
     /// through it, playout reads the active one.
     final class MediaStore {
@@ -202,8 +209,13 @@ public final class Runtime {
             case .bind(let id): bind(id)
             case .unbind(let id): unbind(id)
             case .transmit(let id, let bytes, let from, let to):
-                guard let socket = sockets[id]?.first(where: { $0.localAddress == from }) else { continue }
-                _ = try? socket.send(bytes, to: to)
+                // The `from` address names the path: a host socket, or a relayed
+                // candidate's allocation (RFC 8445 §5.1.1.2: its base is itself).
+                if let socket = sockets[id]?.first(where: { $0.localAddress == from }) {
+                    _ = try? socket.send(bytes, to: to)
+                } else if let relay = relayPaths[id]?.first(where: { $0.relayedAddress == from }) {
+                    relay.send(bytes, to: to)
+                }
             case .http(let id, let request, let timeout):
                 calls[id] = parts.http.send(request, timeout: timeout) { result in
                     self.calls[id] = nil
@@ -260,11 +272,48 @@ public final class Runtime {
         }
         sockets[id] = bound
         socketSources[id] = bound.map { s in loop.watch(fd: s.fd) { _ in self.readable(id, s) } }
-        core.socketsBound(session: id, addresses: bound.map { $0.localAddress }, now: loop.now)
+        let paths = startRelays(id)
+        relayPaths[id] = paths
+        core.socketsBound(session: id, addresses: bound.map { $0.localAddress }, relays: paths.count, now: loop.now)
+    }
+
+    /// One allocation per configured TURN server, for session `id` (a new session,
+    /// e.g. a rollover, gets fresh ones; the old ones are released with its sockets).
+    func startRelays(_ id: Int) -> [RelayPath] {
+        let http = parts.http
+        let tls = RelayTLS(trust: { () throws(HTTPClientError) in try http.trustStore() },
+                           random: { () throws(HTTPClientError) in try http.tlsRandom() },
+                           realtime: { http.realtime() })
+        var paths: [RelayPath] = []
+        for (i, r) in parts.relays.enumerated() {
+            let seed = UInt64(truncatingIfNeeded: loop.now.nanoseconds) &* 0x9E37_79B9_7F4A_7C15 &+ UInt64(i) &+ UInt64(id) << 32
+            let path = RelayPath(loop: loop, server: r.server, address: r.address, tls: tls, seed: seed)
+            let name = "\(r.server) (\(r.address))"
+            path.onAllocated = { path, relayed, mapped in
+                let after = path.allocatedAfter?.milliseconds ?? 0
+                self.core.relayAllocated(session: id, relayed: relayed, mapped: mapped, server: r.address.ip,
+                                         via: "\(name) over \(r.server.transport) in \(after) ms", now: self.loop.now)
+                self.drive()
+            }
+            path.onFailed = { failure in
+                self.core.relayFailed(session: id, server: name, reason: failure.description,
+                                      configuration: failure.isConfiguration, now: self.loop.now)
+                self.drive()
+            }
+            path.onData = { relayed, from, packet in
+                self.core.handleDatagram(session: id, packet, from: from, local: relayed, now: self.loop.now)
+                self.drive()
+            }
+            path.start()
+            paths.append(path)
+        }
+        return paths
     }
 
     func unbind(_ id: Int) {
         for source in socketSources.removeValue(forKey: id) ?? [] { loop.unwatch(source) }
+        // Allocations end with LIFETIME 0 (RFC 8656 §7.2) rather than linger 10 minutes.
+        for path in relayPaths.removeValue(forKey: id) ?? [] { path.release() }
         sockets[id] = nil
         if let m = media.paths.removeValue(forKey: id), m === activeMedia { activeMedia = nil }
     }

@@ -1,6 +1,7 @@
 // The typed view of the settings: what the rest of the program reads. Filled from the
 // table (Table.swift); its rules across keys (`validate`) live here.
 import Wire
+import ICE
 import Audio
 import Signaling
 
@@ -133,6 +134,14 @@ public struct Config: Sendable, Equatable {
 
     // Network.
     public var stun: HostPort? = nil
+    /// `stun:`, `turn:` and `turns:` servers (RFC 7064/7065 URLs), in order.
+    public var iceServers: [ICEServerURL] = []
+    /// Long-term credentials for the TURN servers (RFC 8489 §9.2); the credential from
+    /// `ice-credential`, else `ice-credential-file`, else `$CREDENTIALS_DIRECTORY/ice-credential`.
+    public var iceUsername: String? = nil
+    public var iceCredential: String? = nil
+    public var iceCredentialFile: String? = nil
+    public var iceTransportPolicy = ICETransportPolicy.all
     /// Interfaces to gather candidates on; empty: every up, non-loopback one.
     public var interfaces: [String] = []
 
@@ -312,4 +321,10 @@ public struct Config: Sendable, Equatable {
             throw .conflict("the LED line \(l) is listed twice", source: sources["leds"])
         }
     }
+}
+
+/// `ice-transport-policy` (as the browser's `RTCIceTransportPolicy`): `relay` offers and
+/// uses only relayed candidates.
+public enum ICETransportPolicy: String, CaseIterable, Sendable {
+    case all, relay
 }

@@ -76,6 +76,17 @@ extension SettingsTable {
                "how many APA102 LEDs are on led-spi") { $0.ledCount = $1 },
 
         .optional("stun", .hostPort, .network, .agent, "STUN server for server-reflexive candidates") { $0.stun = $1 },
+        .optional("ice-server", .iceServers, .network, .agent,
+                  "TURN (and STUN) servers, a comma list of turn:host[:port][?transport=udp|tcp], turns:host[:port] or stun:host[:port] URLs") {
+            $0.iceServers = $1 ?? []
+        },
+        .optional("ice-username", .text("NAME", example: "kiosk-17"), .network, .agent, "the TURN servers' username (long-term credentials)") { $0.iceUsername = $1 },
+        .optional("ice-credential", .text("SECRET", example: "s3cret"), .network, .agent,
+                  "the TURN servers' password (better: ice-credential-file, or the ice-credential systemd credential)") { $0.iceCredential = $1 },
+        .optional("ice-credential-file", .path(), .network, .agent,
+                  "a file holding the TURN password (default $CREDENTIALS_DIRECTORY/ice-credential)") { $0.iceCredentialFile = $1 },
+        .value("ice-transport-policy", Parser<ICETransportPolicy>.oneOf, .network, .agent, default: "all",
+               "relay: offer and use only TURN-relayed candidates (all: host and server-reflexive too)") { $0.iceTransportPolicy = $1 },
         .optional("interfaces", .interfaces, .network, .agent,
                   "interfaces to gather on (default: every up, non-loopback one, plus loopback for a loopback signaling host)") {
             $0.interfaces = $1 ?? []

@@ -2,6 +2,7 @@
 // help shows for it, and what a refused value should have been. Pure and allocation-light;
 // no C library (Embedded Swift has no strtod), so decimals are parsed here.
 import Wire
+import ICE
 import Audio
 import Signaling
 
@@ -297,4 +298,16 @@ func parseHostPort(_ value: String) -> HostPort? {
     guard !host.isEmpty, host.utf8.allSatisfy({ $0 > 32 && $0 != 127 && $0 != 47 }) else { return nil }
     guard let port = wholeNumber(String(portText)), (1...65_535).contains(port) else { return nil }
     return HostPort(host: String(host), port: UInt16(port))
+}
+
+extension Parser where Value == [ICEServerURL] {
+    /// `turn:turn.example.net:3478?transport=tcp, turns:turn.example.net` (RFC 7064/7065).
+    static var iceServers: Parser {
+        let url = Parser<ICEServerURL>(metavar: "URL", expected: "", example: "") { v in
+            do throws(ICEError) { return try ICEServerURL(parsing: v) } catch { return nil }
+        }
+        return .list(of: url, metavar: "URLS",
+                     expected: "a comma list of stun:, turn: or turns: URLs (turn:host[:port][?transport=udp|tcp], turns:host[:port])",
+                     example: "turn:turn.example.net:3478?transport=tcp, turns:turn.example.net")
+    }
 }

@@ -115,7 +115,12 @@ enum RunCommand {
         // are all finished before exit.
         let signals = try wrap { () throws(SystemError) in try SignalSource([SIGINT, SIGTERM, SIGHUP, SIGUSR1]) }
         let loop = try wrap { () throws(SystemError) in try EventLoop() }
-        let stun = config.stun.flatMap { resolveSTUN($0, loop: loop) }
+        let stun = ICEServers.stun(config).flatMap { resolveSTUN($0, loop: loop) }
+        let turn = try ICEServers.turnServers(config)
+        let relays = ICEServers.resolve(turn, loop: loop) { Log.warning($0) }
+        if config.iceTransportPolicy == .relay && relays.isEmpty {
+            throw CLIFailure(.unavailable, "ice-transport-policy relay, and no TURN server could be resolved")
+        }
         let crypto = try wrap { () throws(DTLSError) in try CryptoRandom() }
         let identity = try wrap { () throws(DTLSError) in try Identity(random: crypto) }
         let host = signalingHost(route)
@@ -143,11 +148,12 @@ enum RunCommand {
             }
             sendOnOpen = String(decoding: bytes, as: UTF8.self).split(separator: "\n", omittingEmptySubsequences: true).map(String.init)
         }
-        let core = AgentCore(settings: Runtime.settings(config: config, route: route, token: token, stun: stun, sendOnOpen: sendOnOpen),
-                             identity: identity, crypto: crypto, seed: try randomSeed(crypto))
+        var settings = Runtime.settings(config: config, route: route, token: token, stun: stun, sendOnOpen: sendOnOpen)
+        settings.relayOnly = config.iceTransportPolicy == .relay
+        let core = AgentCore(settings: settings, identity: identity, crypto: crypto, seed: try randomSeed(crypto))
         let media = MediaSettings(rate: config.rate, frameMilliseconds: audio.frameClock.milliseconds, bitrate: Int32(config.bitrate),
                                   complexity: Int32(config.complexity), fec: config.fec, dtx: config.dtx)
-        let runner = Runtime(loop: loop, core: core, parts: RuntimeParts(addresses: addresses, http: client, media: media), audio: audio)
+        let runner = Runtime(loop: loop, core: core, parts: RuntimeParts(addresses: addresses, http: client, media: media, relays: relays), audio: audio)
         if let path = config.events { runner.events = try EventLog(path: path, start: loop.now, label: config.eventsLabel) }
         runner.notifier = SystemdNotifier()
         runner.statusPath = config.statusFile ?? (isWritableDirectory("/run/linnet") ? "/run/linnet/status.json" : nil)
