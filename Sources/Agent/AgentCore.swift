@@ -233,6 +233,11 @@ public enum AgentOutput {
     case flushPlayback(session: Int)
     /// Audio now goes to (and comes from) this session.
     case switchAudio(session: Int)
+    /// The provider's answer named ICE servers (WHIP `Link: rel="ice-server"`, RFC 9725
+    /// §4.6, or a backend's `iceServers`): sessions from the next one on allocate on
+    /// them too. Not this one: its offer was complete before the answer came, and no
+    /// provider here takes trickled candidates.
+    case iceServers([ICEServerLink])
     /// A line for the `--events` file.
     case record(String, [(String, JSONValue)])
     case log(AgentLogLevel, String)

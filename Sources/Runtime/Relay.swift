@@ -316,3 +316,37 @@ final class RelayPath {
         tls = nil
     }
 }
+
+/// `linnet check`: one allocation on a TURN server, then its release.
+public enum RelayProbe {
+    public struct Allocated {
+        public var relayed: SocketAddress
+        public var mapped: SocketAddress?
+        public var after: Duration
+    }
+
+    /// Allocates on `server` (at `address`) on `loop`, waiting at most `timeout`; the
+    /// allocation is released (LIFETIME 0) before returning. TLS trusts the system
+    /// bundle plus `http`'s CA file.
+    public static func allocate(loop: EventLoop, server: TURNServer, address: SocketAddress, http: HTTPClient,
+                                timeout: Duration = .seconds(10)) -> Result<Allocated, TURNFailure> {
+        let tls = RelayTLS(trust: { () throws(HTTPClientError) in try http.trustStore() },
+                           random: { () throws(HTTPClientError) in try http.tlsRandom() },
+                           realtime: { http.realtime() })
+        var seed: UInt64 = 0
+        if let r = try? TLSRandom.tls(), let bytes = try? r.bytes(8) { for b in bytes { seed = seed << 8 | UInt64(b) } }
+        let path = RelayPath(loop: loop, server: server, address: address, tls: tls, seed: seed)
+        var result: Result<Allocated, TURNFailure>? = nil
+        path.onAllocated = { p, relayed, mapped in
+            result = .success(Allocated(relayed: relayed, mapped: mapped, after: p.allocatedAfter ?? .zero))
+        }
+        path.onFailed = { f in if result == nil { result = .failure(f) } }
+        path.start()
+        let deadline = loop.now + timeout
+        while result == nil, loop.now < deadline {
+            do throws(SystemError) { try loop.runOnce(maxWait: deadline - loop.now) } catch { break }
+        }
+        path.release()
+        return result ?? .failure(.timeout)
+    }
+}

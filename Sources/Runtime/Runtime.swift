@@ -236,6 +236,8 @@ public final class Runtime {
                 if let m = media.paths[id], m === activeMedia { audio.flushPlayback() }
             case .switchAudio(let id):
                 activeMedia = media.paths[id]
+            case .iceServers(let links):
+                learn(links)
             case .record(let type, let fields):
                 events?.write(type, fields, now: loop.now)
             case .log(let level, let text):
@@ -277,6 +279,54 @@ public final class Runtime {
         core.socketsBound(session: id, addresses: bound.map { $0.localAddress }, relays: paths.count, now: loop.now)
     }
 
+    /// TURN servers the provider's answers named (added for later sessions).
+    var learnedRelays: [(server: TURNServer, address: SocketAddress)] = []
+    var learnedURLs: [String] = []
+    var learnResolver: BackgroundResolver?
+
+    /// Servers from an answer: TURN URLs with their own credentials (or the configured
+    /// ones), resolved off the loop, used from the next session on. At most 4 are kept:
+    /// an answer cannot make the device allocate on dozens of servers.
+    func learn(_ links: [ICEServerLink]) {
+        for link in links {
+            guard learnedURLs.count < 4, !learnedURLs.contains(link.url) else { continue }
+            let url: ICEServerURL
+            do throws(ICEError) { url = try ICEServerURL(parsing: link.url) } catch {
+                Log.warning("the answer's ice-server \(link.url) is unusable: \(error)")
+                learnedURLs.append(link.url)
+                continue
+            }
+            guard url.isTURN else { continue }
+            learnedURLs.append(link.url)
+            guard let username = link.username ?? parts.relays.first?.server.username,
+                  let credential = link.credential ?? parts.relays.first?.server.credential else {
+                Log.warning("the answer's ice-server \(url) has no username and credential; not using it")
+                continue
+            }
+            if parts.relays.contains(where: { $0.server.url == url && $0.server.username == username }) { continue }
+            let server = TURNServer(url: url, username: username, credential: credential)
+            if let ip = url.ip {
+                learnedRelays.append((server, SocketAddress(ip: ip, port: url.port)))
+                Log.info("the answer names TURN server \(url): used from the next session (this offer was already complete)")
+                continue
+            }
+            if learnResolver == nil { learnResolver = try? BackgroundResolver(loop: loop, maxThreads: 1) }
+            guard let resolver = learnResolver else { continue }
+            _ = resolver.resolve(url.host, port: url.port) { result in
+                switch result {
+                case .success(let addresses):
+                    guard let a = addresses.first(where: { $0.ip.isV4 }) ?? addresses.first else { return }
+                    var s = server
+                    s.address = a.ip
+                    self.learnedRelays.append((s, a))
+                    Log.info("the answer names TURN server \(url) (\(a)): used from the next session (this offer was already complete)")
+                case .failure(let e):
+                    Log.warning("the answer's ice-server \(url): \(e); not using it")
+                }
+            }
+        }
+    }
+
     /// One allocation per configured TURN server, for session `id` (a new session,
     /// e.g. a rollover, gets fresh ones; the old ones are released with its sockets).
     func startRelays(_ id: Int) -> [RelayPath] {
@@ -285,7 +335,7 @@ public final class Runtime {
                            random: { () throws(HTTPClientError) in try http.tlsRandom() },
                            realtime: { http.realtime() })
         var paths: [RelayPath] = []
-        for (i, r) in parts.relays.enumerated() {
+        for (i, r) in (parts.relays + learnedRelays).enumerated() {
             let seed = UInt64(truncatingIfNeeded: loop.now.nanoseconds) &* 0x9E37_79B9_7F4A_7C15 &+ UInt64(i) &+ UInt64(id) << 32
             let path = RelayPath(loop: loop, server: r.server, address: r.address, tls: tls, seed: seed)
             let name = "\(r.server) (\(r.address))"

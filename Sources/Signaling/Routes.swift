@@ -394,8 +394,27 @@ public enum RouteClient {
             case .refused(let why): answer.warnings.append(why)
             }
             answer.sdp = sdp
+            answer.iceServers = iceServers(json["iceServers"])
         }
         return .answer(answer)
+    }
+
+    /// `iceServers` in the browser's RTCIceServer shape (`[{urls, username, credential}]`,
+    /// `urls` a string or a list), as a backend hands them to a web client. Entries that
+    /// are not that shape are skipped; at most 8 servers are taken.
+    public static func iceServers(_ value: JSONValue?) -> [ICEServerLink] {
+        guard let list = value?.array else { return [] }
+        var out: [ICEServerLink] = []
+        for entry in list {
+            guard entry.object != nil else { continue }
+            var urls: [String] = []
+            if let u = entry["urls"]?.string { urls = [u] } else if let a = entry["urls"]?.array { urls = a.compactMap { $0.string } }
+            for u in urls where !u.isEmpty && u.utf8.count <= 512 && !u.utf8.contains(where: { $0 < 0x21 || $0 == 0x7F }) {
+                guard out.count < 8 else { return out }
+                out.append(ICEServerLink(url: u, username: entry["username"]?.string, credential: entry["credential"]?.string))
+            }
+        }
+        return out
     }
 
     /// The backend's voice id, which goes into the close route's path: a string (or a

@@ -13,6 +13,7 @@ import Audio
 import Agent
 import Settings
 import Runtime
+import ICE
 
 enum CheckCommand {
     static func run(_ args: [String]) -> ExitStatus {
@@ -121,12 +122,42 @@ enum CheckCommand {
                 line("stun", .failure(CLIFailure(.unavailable, error.description)))
             }
         }
+        // Each TURN server: an allocation, as a session makes it, then its release.
+        do throws(CLIFailure) {
+            let servers = try ICEServers.turnServers(config)
+            if !servers.isEmpty {
+                checkRelays(servers, config: config, line: line)
+            }
+        } catch {
+            line("turn", .failure(error))
+        }
         if let url = providerURL(config) {
             line("provider", reach(url, config: config, token: token))
         } else {
             line("provider", .failure(CLIFailure(.config, "no route: set whip, backend (with chat) or openai (with token-url)")))
         }
         return worst
+    }
+
+    static func checkRelays(_ servers: [TURNServer], config: Config, line: (String, Result<String, CLIFailure>) -> Void) {
+        let loop: EventLoop
+        do throws(SystemError) { loop = try EventLoop() } catch { return line("turn", .failure(CLIFailure(.software, error.description))) }
+        let client: HTTPClient
+        do throws(HTTPClientError) { client = try HTTPClient(loop: loop, caFile: config.caFile, pins: []) } catch {
+            return line("turn", .failure(CLIFailure(.config, error.description)))
+        }
+        var unresolved: [String] = []
+        let resolved = ICEServers.resolve(servers, loop: loop) { unresolved.append($0) }
+        for why in unresolved { line("turn", .failure(CLIFailure(.unavailable, why))) }
+        for (server, address) in resolved {
+            switch RelayProbe.allocate(loop: loop, server: server, address: address, http: client, timeout: .seconds(5)) {
+            case .success(let a):
+                let mapped = a.mapped.map { ", seen from \($0)" } ?? ""
+                line("turn", .success("\(server) (\(address), \(server.transport)): relayed address \(a.relayed)\(mapped), in \(a.after.milliseconds) ms"))
+            case .failure(let f):
+                line("turn", .failure(CLIFailure(f.isConfiguration ? .config : .unavailable, "\(server) (\(address), \(server.transport)): \(f)")))
+            }
+        }
     }
 
     static func directory(of path: String) -> String {

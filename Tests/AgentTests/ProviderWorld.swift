@@ -123,6 +123,8 @@ final class ProviderWorld {
     var logs: [(at: Instant, level: AgentLogLevel, text: String)] = []
     var statuses: [(at: Instant, status: AgentStatus)] = []
     var mutes: [(at: Instant, muted: Bool)] = []
+    /// ICE servers the answers named (`.iceServers`), in order.
+    var learnedICEServers: [ICEServerLink] = []
     /// `.flushPlayback` outputs: when, for which session.
     var flushes: [(at: Instant, session: Int)] = []
     var exited: (at: Instant, status: ExitStatus)?
@@ -261,6 +263,8 @@ final class ProviderWorld {
                 if options.keepHistory { flushes.append((now, id)) }
             case .switchAudio(let id):
                 audioSession = id
+            case .iceServers(let servers):
+                if options.keepHistory { learnedICEServers.append(contentsOf: servers) }
             case .record(let type, let fields):
                 if options.keepHistory { records.append(Record(at: now, type: type, fields: fields)) }
             case .log(let level, let text):
