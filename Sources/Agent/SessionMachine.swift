@@ -162,6 +162,12 @@ final class SessionMachine {
 
     func gathered() {
         guard case .gathering = phase else { return }
+        // Relay-only and the gathering time is up with no relay: an offer without a
+        // candidate would only fail later, and vaguer.
+        if core.settings.relayOnly && relaysAllocated == 0 {
+            let why = relayFailures.isEmpty ? "no TURN server answered in time" : relayFailures.joined(separator: "; ")
+            return fail(.transient("ice-transport-policy relay, and no relay could be allocated (\(why))"), .unavailable)
+        }
         phase = .signaling
         if case .openai(_, let tokenURL) = route {
             core.log(.info, "session \(id): ephemeral key ← \(tokenURL)")

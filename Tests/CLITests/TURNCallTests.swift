@@ -27,17 +27,19 @@ import Foundation
         return python
     }
 
-    static func call(_ name: String, firewall: String, _ arguments: [String], python: String, seconds: Int = 4) throws -> Run {
+    static func call(_ name: String, firewall: String, _ arguments: [String], python: String, seconds: Int = 4,
+                     killTURN: Bool = false) throws -> Run {
         let dir = temporary("turn-\(name)")
         let input = dir + "/in.wav"
         return try linnet(name, firewall: firewall,
                           ["run", "--whip", "http://127.0.0.1:{PEER}/whip", "--input", input, "--output", dir + "/out.wav",
                            "--events", dir + "/events.jsonl", "--seconds", "\(seconds)", "--ice-username", "linnet"] + arguments,
-                          python: python, seconds: seconds)
+                          python: python, seconds: seconds, killTURN: killTURN)
     }
 
     /// Any linnet command in the namespace, as nobody ("{PEER}": the peer's port).
-    static func linnet(_ name: String, firewall: String, _ arguments: [String], python: String, seconds: Int = 4) throws -> Run {
+    static func linnet(_ name: String, firewall: String, _ arguments: [String], python: String, seconds: Int = 4,
+                       killTURN: Bool = false) throws -> Run {
         let dir = temporary("turn-\(name)")
         try? FileManager.default.removeItem(atPath: dir)
         try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
@@ -49,6 +51,7 @@ import Foundation
         let p = Process()
         p.executableURL = URL(fileURLWithPath: InteropPeer.packageRoot + "/Tests/Interop/turn-call.sh")
         p.arguments = [dir, firewall, Linnet.executable.path, python, "--"] + arguments
+        if killTURN { p.environment = ProcessInfo.processInfo.environment.merging(["TURN_CALL_KILL": "1"]) { $1 } }
         let err = Pipe()
         p.standardError = err
         try p.run()
@@ -125,6 +128,9 @@ import Foundation
         // address, and the firewall dropped Linnet's direct UDP (its host candidates).
         #expect(relay != nil && Self.pathLocal(in: run.log) == relay?.address, "\(what): \(run.log)")
         #expect(Self.dropped(run) > 0, "\(what): the firewall dropped nothing: the direct paths were not tried, or not cut")
+        // The allocation was released at the end (RFC 8656 §7.2), not left for 10 minutes.
+        let turnLog = (try? String(contentsOfFile: run.file("turn.log"), encoding: .utf8)) ?? ""
+        #expect(turnLog.contains("refreshed, realm=<linnet.test>, username=<linnet>, lifetime=0"), "\(what): no LIFETIME 0 refresh reached coturn")
         print("BENCH turn_connect_ms transport=\(transport) firewall=\(firewall): \(Self.stat("connect_ms", in: run.log) ?? "?")")
     }
 
@@ -182,5 +188,23 @@ import Foundation
                                   ["check", "--whip", "http://127.0.0.1:{PEER}/whip", "--capture", "none", "--playback", "none",
                                    "--ice-server", "turn:127.0.0.1:3478", "--ice-username", "linnet", "--ice-credential", "wrong"], python: python)
         #expect(bad.log.contains("turn: FAILED, turn:127.0.0.1:3478 (127.0.0.1:3478, udp): authentication failed: 401"), "\(bad.log)")
+    }
+
+    /// The TURN server dies mid-call (TCP: the connection drops): the relay's loss is
+    /// logged, consent notices the dead path within seconds, and recovery goes through
+    /// a new session, whose own allocation fails while the server stays down.
+    @Test func turnServerDiesMidCall() throws {
+        guard let python = Self.tools() else { return }
+        let run = try Self.call("dies", firewall: "no-udp",
+                                ["--ice-server", "turn:127.0.0.1:3478?transport=tcp", "--ice-credential", "secret", "--ice-transport-policy", "relay"],
+                                python: python, seconds: 9, killTURN: true)
+        let turnLog = (try? String(contentsOfFile: run.file("turn.log"), encoding: .utf8)) ?? ""
+        #expect(turnLog.contains("killed the TURN server"), "the server was not killed")
+        #expect(run.log.contains("session 1: TURN turn:127.0.0.1:3478?transport=tcp (127.0.0.1:3478): connection failed"), "\(run.log)")
+        #expect(run.log.contains("session disconnected: no answer to consent checks"), "consent did not notice:\n\(run.log)")
+        // New sessions try the relay again, and back off while it stays down.
+        #expect(run.log.contains("session 2: TURN turn:127.0.0.1:3478?transport=tcp (127.0.0.1:3478): connection failed"), "\(run.log)")
+        let attempts = run.log.split(separator: "\n").filter { $0.contains("attempt ") && $0.contains(" failed; the next in ") }
+        #expect(!attempts.isEmpty && attempts.count <= 8, "\(attempts.count) attempts in 9 s:\n\(run.log)")
     }
 }

@@ -87,11 +87,21 @@ peerpid=$(pgrep -f "peer.py --listen 127.0.0.1:0 --mode echo --report $out/peer-
 # peer's port).
 args=()
 for a in "$@"; do args+=("${a//\{PEER\}/$port}"); done
+# TURN_CALL_KILL=1: the TURN server dies (SIGKILL) once Linnet's call is up.
+if [ -n "${TURN_CALL_KILL:-}" ]; then
+    : > "$out/linnet.log"
+    ( exec {log}< <(exec tail -F "$out/linnet.log" 2>/dev/null)
+      tailpid=$!
+      grep -q -m1 "DTLS-SRTP up" <&$log && kill -9 "${pids[0]}" && echo "turn-call.sh: killed the TURN server" >> "$out/turn.log"
+      kill "$tailpid" 2>/dev/null ) &
+    pids+=($!)
+fi
+
 # A copy nobody can run whatever the checkout's permissions (a clone under /root).
 cp "$linnet" "$out/linnet"
 chmod 755 "$out/linnet"
 status=0
-setpriv --reuid=65534 --regid=65534 --clear-groups -- "$out/linnet" "${args[@]}" > "$out/linnet.out" 2> "$out/linnet.log" || status=$?
+setpriv --reuid=65534 --regid=65534 --clear-groups -- "$out/linnet" "${args[@]}" > "$out/linnet.out" 2>> "$out/linnet.log" || status=$?
 
 # The peer writes its report on SIGTERM.
 [ -n "$peerpid" ] && kill -TERM "$peerpid" 2>/dev/null || true
