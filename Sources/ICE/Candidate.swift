@@ -18,8 +18,9 @@ public enum CandidateType: String, Hashable, Sendable {
     }
 }
 
-/// The transport of a candidate line. Linnet pairs only UDP (RFC 8839 §5.1 allows
-/// extension tokens; RFC 6544 TCP candidates are kept but never paired).
+/// The transport of a candidate line. Linnet pairs UDP, and with ICE-TCP its active TCP
+/// candidates with the peer's passive ones (RFC 6544); other tokens (RFC 8839 §5.1
+/// allows extensions) are kept but never paired.
 public enum CandidateTransport: Hashable, Sendable, CustomStringConvertible {
     case udp
     case tcp
@@ -144,6 +145,12 @@ public struct Candidate: Hashable, Sendable, CustomStringConvertible {
     public func extensionValue(_ name: String) -> String? {
         for e in extensions where e.name == name { return e.value }
         return nil
+    }
+
+    /// A TCP candidate that accepts connections (RFC 6544 §4.5 `tcptype passive`) at a
+    /// literal address: what Linnet's active TCP candidates connect to.
+    public var isTCPPassive: Bool {
+        transport == .tcp && address.ip != nil && port != 0 && tcpType.map(lowercasedASCII) == "passive"
     }
 
     /// `tcptype` of a TCP candidate (RFC 6544 §4.5): active, passive or so.

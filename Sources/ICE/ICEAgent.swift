@@ -92,6 +92,21 @@ public struct ICEAgent<R: RandomNumberGenerator> {
                 address: address, type: .host)
             locals.append(LocalCandidate(candidate: candidate, base: address, localPreference: localPreference))
         }
+        if config.tcpActive {
+            var seen: [IPAddress] = []
+            for address in hostAddresses where !seen.contains(address.ip) {
+                seen.append(address.ip)
+                // RFC 6544 §4.2: local preference = 2^13 · direction-pref (active: 6) +
+                // other-pref; UDP host candidates (65535 down) stay ahead of these.
+                let localPreference = UInt16(6 << 13) | UInt16(clamping: 8191 - seen.count)
+                let base = SocketAddress(ip: address.ip, port: 9)
+                let candidate = Candidate(
+                    foundation: Candidate.foundation(type: .host, base: address.ip, transport: .tcp), transport: .tcp,
+                    priority: Candidate.priority(type: .host, localPreference: localPreference),
+                    address: base, type: .host, extensions: [CandidateExtension(name: "tcptype", value: "active")])
+                locals.append(LocalCandidate(candidate: candidate, base: base, localPreference: localPreference))
+            }
+        }
     }
 
     // MARK: - Public operations
@@ -103,7 +118,7 @@ public struct ICEAgent<R: RandomNumberGenerator> {
         for l in locals { emit(.localCandidate(l.candidate)) }
         var gathering = false
         if let server = config.stunServer {
-            for (i, l) in locals.enumerated() where l.base.ip.isV4 == server.ip.isV4 && l.candidate.type == .host {
+            for (i, l) in locals.enumerated() where l.base.ip.isV4 == server.ip.isV4 && l.candidate.type == .host && l.candidate.transport == .udp {
                 let id = TransactionID.random(using: &rng)
                 let m = STUNMessage(type: .bindingRequest, transactionID: id)
                 guard let bytes = try? m.serialized(fingerprint: true) else { continue }
@@ -135,7 +150,9 @@ public struct ICEAgent<R: RandomNumberGenerator> {
             locals.append(LocalCandidate(candidate: c, base: relayed, localPreference: localPreference))
             let l = locals.count - 1
             emit(.localCandidate(c))
-            for r in remotes.indices where remotes[r].address.ip.isV4 == relayed.ip.isV4 { _ = addPair(local: l, remote: r) }
+            for r in remotes.indices where remotes[r].address.ip.isV4 == relayed.ip.isV4 && remotes[r].candidate.transport == .udp {
+                _ = addPair(local: l, remote: r)
+            }
             schedulePacing(now: now)
         }
         relayGathered()
@@ -159,7 +176,7 @@ public struct ICEAgent<R: RandomNumberGenerator> {
     /// component other than 1, duplicate) and was ignored.
     @discardableResult
     public mutating func addRemoteCandidate(_ candidate: Candidate, now: Instant) -> Bool {
-        guard state != .closed, candidate.isUsable, candidate.component == 1,
+        guard state != .closed, candidate.isUsable || (config.tcpActive && candidate.isTCPPassive), candidate.component == 1,
               let address = candidate.socketAddress else { return false }
         if let i = remotes.firstIndex(where: { $0.address == address }) {
             // A signaled candidate replaces a peer-reflexive one learned from a check
@@ -172,7 +189,8 @@ public struct ICEAgent<R: RandomNumberGenerator> {
         }
         remotes.append(RemoteCandidate(candidate: candidate, address: address))
         let r = remotes.count - 1
-        for l in locals.indices where locals[l].pairable && locals[l].base.ip.isV4 == address.ip.isV4 {
+        for l in locals.indices where locals[l].pairable && locals[l].base.ip.isV4 == address.ip.isV4
+            && locals[l].candidate.transport == candidate.transport {
             _ = addPair(local: l, remote: r)
         }
         schedulePacing(now: now)

@@ -129,6 +129,12 @@ public struct ICEConfig: Sendable {
     public var silenceProbe: Duration? = nil
     /// At most this many pairs (RFC 8445 §6.1.2.5 suggests 100).
     public var maxPairs = 100
+    /// ICE-TCP (RFC 6544): an active TCP host candidate per host address (port 9, §4.5),
+    /// paired with the peer's `tcptype passive` candidates. A check "from" such a
+    /// candidate's base (IP:9) goes over the owner's TCP connection to the remote
+    /// address, framed as RFC 4571 says; what arrives on it comes back with that base as
+    /// `local`. Passive and simultaneous-open candidates are not offered.
+    public var tcpActive = false
     /// TURN allocations the owner is making (RFC 8656): gathering completes only when
     /// each was added (`addRelayCandidate`) or given up (`relayGatheringFailed`).
     public var expectedRelays = 0

@@ -321,7 +321,7 @@ public final class Peer {
         }
         ice.setRemoteCredentials(ICECredentials(ufrag: n.remoteICEUfrag, password: n.remoteICEPwd), now: now)
         for line in n.remoteCandidates {
-            if let c = try? Candidate(parsing: line), c.isUsable { _ = ice.addRemoteCandidate(c, now: now) }
+            if let c = try? Candidate(parsing: line), c.isUsable || c.isTCPPassive { _ = ice.addRemoteCandidate(c, now: now) }
         }
         if n.remoteEndOfCandidates { ice.setRemoteEndOfCandidates(now: now) }
         let fingerprints = n.remoteFingerprints.compactMap { f -> CertificateFingerprint? in

@@ -199,7 +199,7 @@ extension Peer {
                                now: now)
             } else {
                 for line in n0.remoteCandidates {
-                    if let c = try? Candidate(parsing: line), c.isUsable { _ = ice.addRemoteCandidate(c, now: now) }
+                    if let c = try? Candidate(parsing: line), c.isUsable || c.isTCPPassive { _ = ice.addRemoteCandidate(c, now: now) }
                 }
                 drainICE(now: now)
             }
@@ -228,7 +228,7 @@ extension Peer {
     func applyRemoteICE(_ f: ICERestartFragment, now: Instant) {
         ice.setRemoteCredentials(ICECredentials(ufrag: f.ufrag, password: f.password), now: now)
         for line in f.candidates {
-            if let c = try? Candidate(parsing: line), c.isUsable { _ = ice.addRemoteCandidate(c, now: now) }
+            if let c = try? Candidate(parsing: line), c.isUsable || c.isTCPPassive { _ = ice.addRemoteCandidate(c, now: now) }
         }
         if f.endOfCandidates { ice.setRemoteEndOfCandidates(now: now) }
         if var n = negotiated {

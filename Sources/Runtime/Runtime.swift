@@ -46,6 +46,8 @@ public final class Runtime {
     var socketSources: [Int: [EventLoop.SourceID]] = [:]
     /// Each session's TURN allocations; a transmit "from" a relayed address goes there.
     var relayPaths: [Int: [RelayPath]] = [:]
+    /// Each session's ICE-TCP connections, by remote passive candidate.
+    var tcpPaths: [Int: [SocketAddress: ICETCPPath]] = [:]
     /// Each session's media, made when the core asks (`makeMedia`): the core encodes
     /// through it, playout reads the active one.
     final class MediaStore {
@@ -101,6 +103,7 @@ public final class Runtime {
         // loss each way that made about 8 false `disconnected`s (and ICE restarts) a day
         // (AgentTests' soak); in 2 s it gets two (0.5 s, 1.5 s).
         peer.ice.silenceProbe = .milliseconds(1000)
+        peer.ice.tcpActive = config.iceTCP
         peer.ice.disconnectedTimeout = .milliseconds(2000)
         var realtime = RealtimeSettings(config: config)
         // Without a transcription model the service sends no user transcripts; on the
@@ -215,6 +218,8 @@ public final class Runtime {
                     _ = try? socket.send(bytes, to: to)
                 } else if let relay = relayPaths[id]?.first(where: { $0.relayedAddress == from }) {
                     relay.send(bytes, to: to)
+                } else if from.port == 9, core.settings.peer.ice.tcpActive {
+                    tcpPath(id, from: from, to: to)?.send(bytes)
                 }
             case .http(let id, let request, let timeout):
                 calls[id] = parts.http.send(request, timeout: timeout) { result in
@@ -360,8 +365,25 @@ public final class Runtime {
         return paths
     }
 
+    /// The connection from active candidate `from` to the passive candidate `to`,
+    /// opened on the first check. At most 8 per session: the remote candidates come
+    /// from the provider's answer, which must not make the device open dozens.
+    func tcpPath(_ id: Int, from: SocketAddress, to: SocketAddress) -> ICETCPPath? {
+        if let p = tcpPaths[id]?[to], !p.closed { return p }
+        guard (tcpPaths[id]?.count ?? 0) < 8 || tcpPaths[id]?[to] != nil else { return nil }
+        let path = ICETCPPath(loop: loop, remote: to, base: from)
+        path.onPacket = { remote, local, packet in
+            self.core.handleDatagram(session: id, packet, from: remote, local: local, now: self.loop.now)
+            self.drive()
+        }
+        path.onClosed = { why in Log.debug("session \(id): ICE-TCP \(to): \(why)") }
+        tcpPaths[id, default: [:]][to] = path
+        return path
+    }
+
     func unbind(_ id: Int) {
         for source in socketSources.removeValue(forKey: id) ?? [] { loop.unwatch(source) }
+        for (_, path) in tcpPaths.removeValue(forKey: id) ?? [:] { path.close() }
         // Allocations end with LIFETIME 0 (RFC 8656 §7.2) rather than linger 10 minutes.
         for path in relayPaths.removeValue(forKey: id) ?? [] { path.release() }
         sockets[id] = nil

@@ -142,6 +142,8 @@ public struct Config: Sendable, Equatable {
     public var iceCredential: String? = nil
     public var iceCredentialFile: String? = nil
     public var iceTransportPolicy = ICETransportPolicy.all
+    /// ICE-TCP (RFC 6544): offer active TCP candidates and connect to the peer's passive ones.
+    public var iceTCP = true
     /// Interfaces to gather candidates on; empty: every up, non-loopback one.
     public var interfaces: [String] = []
 

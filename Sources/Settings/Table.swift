@@ -85,6 +85,8 @@ extension SettingsTable {
                   "the TURN servers' password (better: ice-credential-file, or the ice-credential systemd credential)") { $0.iceCredential = $1 },
         .optional("ice-credential-file", .path(), .network, .agent,
                   "a file holding the TURN password (default $CREDENTIALS_DIRECTORY/ice-credential)") { $0.iceCredentialFile = $1 },
+        .value("ice-tcp", .boolean, .network, .agent, default: "true",
+               "ICE-TCP: also try the provider's TCP passive candidates (OpenAI's port 443), for networks that block UDP") { $0.iceTCP = $1 },
         .value("ice-transport-policy", Parser<ICETransportPolicy>.oneOf, .network, .agent, default: "all",
                "relay: offer and use only TURN-relayed candidates (all: host and server-reflexive too)") { $0.iceTransportPolicy = $1 },
         .optional("interfaces", .interfaces, .network, .agent,

@@ -45,11 +45,11 @@ final class GStreamerAnswerer {
     let record: String
     var port: String { process.fields[1] }
 
-    init(python: String, mode: String = "echo", offerSetup: String = "keep", name: String) throws {
+    init(python: String, mode: String = "echo", offerSetup: String = "keep", extra: [String] = [], name: String) throws {
         report = temporary("\(name)-gst-report.json")
         record = temporary("\(name)-gst-peer.wav")
         process = try ReadyProcess(python, ["-u", GStreamerPeer.script, "answer", "--listen", "127.0.0.1:0", "--mode", mode,
-                                            "--offer-setup", offerSetup, "--report", report, "--record", record],
+                                            "--offer-setup", offerSetup, "--report", report, "--record", record] + extra,
                                    name: "\(name)-gst-answer")
     }
 
@@ -272,6 +272,36 @@ struct OfferCase: Sendable, CustomStringConvertible {
 
     /// Tone mode: webrtcbin's audiotestsrc (440 Hz, -12 dBFS peak, opusenc) arrives at
     /// its level; Linnet sends nothing but silence (no capture).
+    /// ICE-TCP (RFC 6544) against libnice: webrtcbin gathers TCP candidates only
+    /// (`--ice-transport tcp`: active, passive, simultaneous-open), Linnet's active
+    /// candidate connects to its passive one, and the call runs over that connection
+    /// in RFC 4571 framing: audio both ways at level, and the data channel.
+    @Test func iceTCPToWebrtcbin() throws {
+        guard let python = GStreamerPeer.require() else { return }
+        let peer = try GStreamerAnswerer(python: python, extra: ["--ice-transport", "tcp"], name: "gst-icetcp")
+        let input = temporary("gst-icetcp-in.wav"), output = temporary("gst-icetcp-out.wav"), events = temporary("gst-icetcp-ev.jsonl")
+        defer { unlink(input); unlink(output); unlink(events) }
+        try WAVFile.write(input, rate: 48_000, channels: 1, bits: 16,
+                          samples: Signal.tone(440, amplitude: Self.amplitude, seconds: 6, rate: 48_000).map { Int32($0 * 32_767) })
+        let r = try Linnet.run(["run", "--whip", "http://127.0.0.1:\(peer.port)/whip", "--input", input, "--output", output,
+                                "--events", events, "--seconds", "4", "--interfaces", "lo"])
+        #expect(r.status == 0, "\(r.err)")
+        _ = try peer.stop()
+        // The selected pair's local side is the active TCP candidate (port 9, RFC 6544 §4.5).
+        #expect(r.err.contains(": path 127.0.0.1:9 → 127.0.0.1:"), "\(r.err)")
+        let heard = (try? WAVFile.read16(peer.record).1) ?? []
+        let back = (try? WAVFile.read16(output).1) ?? []
+        let heardFraction = fractionOfWindowsWithTone(Array(heard.dropFirst(24_000)), 440, rate: 48_000, rms: Self.toneRMS, levelDB: 1)
+        #expect(heardFraction > 0.8, "webrtcbin heard 440 Hz at level in \(Int(heardFraction * 100)) % of windows")
+        let backFraction = fractionOfWindowsWithTone(Array(back.dropFirst(24_000)), 440, rate: 48_000, rms: Self.toneRMS, levelDB: 1)
+        #expect(backFraction > 0.8, "440 Hz back at level in \(Int(backFraction * 100)) % of windows")
+        let ev = (try? String(contentsOfFile: events, encoding: .utf8)) ?? ""
+        #expect(ev.contains("\"label\":\"peer-events\""), "no data channel message over ICE-TCP")
+        for line in r.err.split(separator: "\n") where line.contains("connect_ms=") {
+            print("BENCH icetcp_connect_ms: \(line.split(separator: " ").first { $0.hasPrefix("connect_ms=") }?.dropFirst(11) ?? "?")")
+        }
+    }
+
     @Test func toneFromWebrtcbin() throws {
         guard let python = GStreamerPeer.require() else { return }
         let peer = try GStreamerAnswerer(python: python, mode: "tone", name: "gst-tone")

@@ -292,15 +292,21 @@ class DtlsWatch:
 _KEEP_ALIVE: list = []
 
 
-def configure_ice(webrtc: Gst.Element, addresses: list) -> None:
-    """Host candidates on `addresses` only (see the module notes), no UPnP, no ICE-TCP."""
+def configure_ice(webrtc: Gst.Element, addresses: list, transport: str = "udp") -> None:
+    """Host candidates on `addresses` only (see the module notes), no UPnP; UDP, or with
+    --ice-transport tcp only libnice's ICE-TCP candidates (RFC 6544: it gathers active,
+    passive and simultaneous-open ones), or both."""
+    tcp = transport in ("tcp", "both")
+    udp = transport in ("udp", "both")
     ice = webrtc.get_property("ice-agent")
     _KEEP_ALIVE.append(ice)
-    ice.set_property("ice-tcp", False)
+    ice.set_property("ice-tcp", tcp)
+    ice.set_property("ice-udp", udp)
     agent = ice.get_property("agent")
     _KEEP_ALIVE.append(agent)
     agent.set_property("upnp", False)
-    agent.set_property("ice-tcp", False)
+    agent.set_property("ice-tcp", tcp)
+    agent.set_property("ice-udp", udp)
     if addresses == ["all"]:
         return  # libnice's own enumeration (which skips loopback when anything else is up)
     for a in addresses:
@@ -457,7 +463,7 @@ class Call:
         self.dtls.attach(self.pipe)
         self.webrtc = make("webrtcbin", bundle_policy=GstWebRTC.WebRTCBundlePolicy.MAX_BUNDLE)
         self.webrtc.set_property("latency", 100)
-        configure_ice(self.webrtc, args.host_addresses)
+        configure_ice(self.webrtc, args.host_addresses, args.ice_transport)
         self.pipe.add(self.webrtc)
         bus = self.pipe.get_bus()
         bus.add_signal_watch()
@@ -1279,6 +1285,8 @@ def parse_args(argv=None):
                        help="comma list of addresses for host candidates (default 127.0.0.1; "
                             "'all': libnice's own choice of interfaces)")
         q.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
+        q.add_argument("--ice-transport", default="udp", choices=["udp", "tcp", "both"],
+                       help="candidates libnice gathers: UDP (default), ICE-TCP only, or both")
     args = p.parse_args(argv)
     if args.command == "answer":
         host, sep, port = args.listen.rpartition(":")
