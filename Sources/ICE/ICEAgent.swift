@@ -178,7 +178,8 @@ public struct ICEAgent<R: RandomNumberGenerator> {
     public mutating func addRemoteCandidate(_ candidate: Candidate, now: Instant) -> Bool {
         guard state != .closed, candidate.isUsable || (config.tcpActive && candidate.isTCPPassive), candidate.component == 1,
               let address = candidate.socketAddress else { return false }
-        if let i = remotes.firstIndex(where: { $0.address == address }) {
+        // UDP and TCP candidates may share an address: they are different paths.
+        if let i = remotes.firstIndex(where: { $0.address == address && $0.candidate.transport == candidate.transport }) {
             // A signaled candidate replaces a peer-reflexive one learned from a check
             // (RFC 8445 §7.3.1.3 keeps the signaled type and priority).
             if remotes[i].candidate.type == .peerReflexive {
@@ -369,11 +370,12 @@ public struct ICEAgent<R: RandomNumberGenerator> {
         guard let l = locals.firstIndex(where: { $0.base == local && $0.pairable }) else { return }
 
         // Peer-reflexive remote candidate (RFC 8445 §7.3.1.3).
-        var r = remotes.firstIndex(where: { $0.address == from })
+        let transport = locals[l].candidate.transport
+        var r = remotes.firstIndex(where: { $0.address == from && $0.candidate.transport == transport })
         if r == nil {
             guard let priority = m.priority else { return }
             prflxCounter += 1
-            let c = Candidate(foundation: "prflx\(prflxCounter)", priority: priority, address: from, type: .peerReflexive)
+            let c = Candidate(foundation: "prflx\(prflxCounter)", transport: transport, priority: priority, address: from, type: .peerReflexive)
             remotes.append(RemoteCandidate(candidate: c, address: from))
             r = remotes.count - 1
         }
