@@ -7,6 +7,7 @@ import Wire
 import Platform
 import ICE
 import Signaling
+import DTLS
 
 /// How a relay reaches TLS: the trust store and DRBG of the run's HTTP client (one CA
 /// bundle parse), and the wall clock certificates are checked against.

@@ -4,6 +4,8 @@ import Wire
 import Platform
 import ICE
 import Settings
+import Agent
+import Signaling
 import Runtime
 
 enum ICEServers {

@@ -14,6 +14,7 @@ import Audio
 import Devices
 import Media
 import Runtime
+import ICE
 
 enum RunCommand {
     static func run(_ args: [String]) -> ExitStatus {
