@@ -80,7 +80,7 @@ let package = Package(
         // The in-memory network (seeded impairment, black holes, NAT) that the peer tests
         // and the agent-core tests share; test support only, never in a product.
         .target(name: "SimulatedNetwork", dependencies: ["Wire"], path: "Tests/SimulatedNetwork"),
-        .testTarget(name: "SettingsTests", dependencies: ["Settings", "Wire", "Audio", "Signaling"]),
+        .testTarget(name: "SettingsTests", dependencies: ["Settings", "Wire", "Audio", "Signaling", "ICE"]),
         .testTarget(name: "AgentTests", dependencies: ["Agent", "Settings", "Wire", "JSON", "Signaling", "Peer", "ICE", "DTLS", "SDP", "SCTP",
                                                        "SimulatedNetwork"]),
         .testTarget(name: "PeerTests", dependencies: ["Peer", "SDP", "ICE", "DTLS", "SRTP", "RTP", "SCTP", "Codec", "Media", "Wire",

@@ -238,6 +238,9 @@ public enum AgentOutput {
     /// them too. Not this one: its offer was complete before the answer came, and no
     /// provider here takes trickled candidates.
     case iceServers([ICEServerLink])
+    /// An ICE restart began on a session with relayed candidates: refresh its TURN
+    /// allocations now (RFC 8656 §7.2).
+    case refreshRelays(session: Int)
     /// A line for the `--events` file.
     case record(String, [(String, JSONValue)])
     case log(AgentLogLevel, String)

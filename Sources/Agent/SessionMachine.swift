@@ -507,6 +507,9 @@ final class SessionMachine {
         }
         drainPeer()
         core.log(.info, "session \(id): ICE restart → \(resource)")
+        // The relayed candidates stay (the allocations outlive a restart); a Refresh now
+        // proves they still exist, or reports them lost (437) while the restart runs.
+        if relaysAllocated > 0 { core.emit(.refreshRelays(session: id)) }
         restartRequest = core.request(id, .restart, RouteClient.restartRequest(resource: resource, fragment: peer.iceRestartFragment(), bearer: bearer),
                                       timeout: core.settings.restartTimeout)
         return true

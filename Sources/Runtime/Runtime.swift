@@ -243,6 +243,8 @@ public final class Runtime {
                 activeMedia = media.paths[id]
             case .iceServers(let links):
                 learn(links)
+            case .refreshRelays(let id):
+                for path in relayPaths[id] ?? [] { path.refresh() }
             case .record(let type, let fields):
                 events?.write(type, fields, now: loop.now)
             case .log(let level, let text):

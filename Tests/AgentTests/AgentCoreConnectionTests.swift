@@ -11,6 +11,18 @@ import Signaling
     /// Every route connects: the offer reaches the provider, its answerer peer connects,
     /// audio goes both ways (the echo comes back) and SIGTERM closes the provider's side
     /// first (DELETE, close route, hang-up), then exits 0.
+    /// ICE servers in the WHIP answer's `Link` fields reach the runtime (for the next
+    /// session: this offer was complete before the answer), in order, once per answer.
+    @Test func answerICEServersReachTheRuntime() throws {
+        let w = try ProviderWorld(ProviderWorld.Options())
+        w.startCore()
+        w.linkHeaders = ["<turn:turn.example.net?transport=tcp>; rel=\"ice-server\"; username=\"u\"; credential=\"p\"",
+                         "<stun:stun.example.net>; rel=\"ice-server\""]
+        _ = try #require(w.run(within: .seconds(5)) { w.core.state == .connected })
+        #expect(w.learnedICEServers == [ICEServerLink(url: "turn:turn.example.net?transport=tcp", username: "u", credential: "p"),
+                                        ICEServerLink(url: "stun:stun.example.net")])
+    }
+
     @Test(arguments: [RouteKind.whip, .backend, .openai])
     func connectsCarriesAudioAndClosesOnEveryRoute(_ route: RouteKind) throws {
         var o = ProviderWorld.Options()

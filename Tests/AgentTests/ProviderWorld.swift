@@ -265,6 +265,8 @@ final class ProviderWorld {
                 audioSession = id
             case .iceServers(let servers):
                 if options.keepHistory { learnedICEServers.append(contentsOf: servers) }
+            case .refreshRelays:
+                break
             case .record(let type, let fields):
                 if options.keepHistory { records.append(Record(at: now, type: type, fields: fields)) }
             case .log(let level, let text):
@@ -621,6 +623,8 @@ final class WorldProvider {
     private(set) var down = false
     /// WHIP: give an ETag (ICE restarts welcome, RFC 9725 §4.3.1).
     var etag = true
+    /// `Link` fields the WHIP endpoint adds to its 201 (ice-servers, RFC 9725 §4.6).
+    var linkHeaders: [String] = []
     /// WHIP: answer a PATCH (else 405).
     var acceptsRestarts = true
     var echoAudio = true
@@ -746,6 +750,7 @@ final class WorldProvider {
                 default:
                     var created = RouteServer.whipCreated(id: id, answer: answer, etag: "\"\(id)-1\"")
                     if !self.etag { created.headers.remove("ETag") }
+                    for l in self.linkHeaders { created.headers.add("Link", l) }
                     return created
                 }
             }

@@ -101,7 +101,13 @@ fi
 cp "$linnet" "$out/linnet"
 chmod 755 "$out/linnet"
 status=0
-setpriv --reuid=65534 --regid=65534 --clear-groups -- "$out/linnet" "${args[@]}" > "$out/linnet.out" 2>> "$out/linnet.log" || status=$?
+if [ -n "${TURN_CALL_TIME:-}" ]; then
+    # bench/turn.sh: Linnet's CPU (user, sys seconds) in OUT/linnet.time.
+    TIMEFORMAT="%U %S"
+    { time setpriv --reuid=65534 --regid=65534 --clear-groups -- "$out/linnet" "${args[@]}" > "$out/linnet.out" 2>> "$out/linnet.log" || status=$?; } 2> "$out/linnet.time"
+else
+    setpriv --reuid=65534 --regid=65534 --clear-groups -- "$out/linnet" "${args[@]}" > "$out/linnet.out" 2>> "$out/linnet.log" || status=$?
+fi
 
 # The peer writes its report on SIGTERM.
 [ -n "$peerpid" ] && kill -TERM "$peerpid" 2>/dev/null || true

@@ -1,4 +1,5 @@
 import Testing
+import ICE
 import Wire
 import Signaling
 @testable import Settings
@@ -97,6 +98,12 @@ func message(_ body: () throws(ConfigError) -> Config) -> String? {
         noise-suppress-db = 12
         voice-flag = yes
         duplex = full
+        ice-server = turn:turn.example.net:3478?transport=tcp, turns:turn.example.net, stun:[2001:db8::1]:3479
+        ice-username = kiosk-17
+        ice-credential = s3cret
+        ice-credential-file = /run/credentials/linnet/ice-credential
+        ice-transport-policy = relay
+        ice-tcp = false
         """
         let c = try load(text)
         #expect(c.backend == (try HTTPURL("https://api.example.net:8443/v1")))
@@ -124,6 +131,10 @@ func message(_ body: () throws(ConfigError) -> Config) -> String? {
         #expect(c.openaiURL.port == 9 && c.send == "/tmp/lines.txt" && c.eventsChannel == "kitchen-events")
         #expect(c.aec && c.aecFilterMS == 300 && c.aecSuppressDB == 30 && c.noiseSuppressDB == 12 && c.voiceFlag)
         #expect(c.duplex == .full && c.effectiveDuplex == .full)
+        #expect(c.iceServers.map(\.description) == ["turn:turn.example.net:3478?transport=tcp", "turns:turn.example.net:5349", "stun:[2001:db8::1]:3479"])
+        #expect(c.iceServers.map(\.transport) == [.tcp, .tls, .udp])
+        #expect(c.iceUsername == "kiosk-17" && c.iceCredential == "s3cret" && c.iceCredentialFile == "/run/credentials/linnet/ice-credential")
+        #expect(c.iceTransportPolicy == .relay && !c.iceTCP)
         // Every key of the table was exercised (the route keys whip/openai/token-url elsewhere).
         // (The board keys of issue 7 are exercised in BoardConfigTests.)
         #expect(Set(c.sources.keys).union(["whip", "openai", "token-url"]).union(boardKeys) == Set(Config.keys))

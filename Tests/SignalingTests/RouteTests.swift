@@ -30,6 +30,30 @@ import JSON
         #expect(server(close) == .request(.backendClose(chat: "chat%2F7%20x", id: "v-42")))
     }
 
+    /// A backend's `iceServers` in the browser's RTCIceServer shape: `urls` a string or a
+    /// list, credentials per entry; entries of another shape and URLs with control
+    /// characters are skipped, and at most 8 are taken.
+    @Test func backendICEServers() throws {
+        let route = Route.backend(base: base, chat: "c")
+        let body = #"{"sdp":"v=0\r\nanswer","iceServers":[{"urls":"stun:stun.example.net"},"#
+            + #"{"urls":["turn:t.example.net:3478?transport=tcp","turns:t.example.net"],"username":"u1","credential":"p1"},"#
+            + #"{"urls":"turn:bad\r\nx"},7,{"username":"no-urls"}]}"#
+        let r = HTTPResponse(status: 200, reason: "OK", headers: HTTPHeaders([("Content-Type", "application/json")]), body: Array(body.utf8))
+        guard case .answer(let a) = RouteClient.offerOutcome(route, r, url: base, now: 0, redact: noRedact) else {
+            Issue.record("not an answer"); return
+        }
+        #expect(a.iceServers == [ICEServerLink(url: "stun:stun.example.net"),
+                                 ICEServerLink(url: "turn:t.example.net:3478?transport=tcp", username: "u1", credential: "p1"),
+                                 ICEServerLink(url: "turns:t.example.net", username: "u1", credential: "p1")])
+        let many = #"{"sdp":"v=0","iceServers":[{"urls":["#
+            + (0..<20).map { "\"turn:h\($0).example\"" }.joined(separator: ",") + "]}]}"
+        let r2 = HTTPResponse(status: 200, reason: "OK", headers: HTTPHeaders([("Content-Type", "application/json")]), body: Array(many.utf8))
+        guard case .answer(let b) = RouteClient.offerOutcome(route, r2, url: base, now: 0, redact: noRedact) else {
+            Issue.record("not an answer"); return
+        }
+        #expect(b.iceServers.count == 8)
+    }
+
     @Test func whipRoundTrip() throws {
         let token = BearerCredential(token: "device-token-1234", for: whip)
         let offer = RouteClient.offerRequest(.whip(whip), offer: "v=0\r\n", bearer: token)
