@@ -188,7 +188,7 @@ final class Coturn {
         process.standardError = pipe
         try process.run()
         do {
-            try waitReady(pipe.fileHandleForReading.fileDescriptor, tls: tls)
+            try waitReady(pipe.fileHandleForReading.fileDescriptor)
         } catch {
             stop()
             throw error
@@ -206,12 +206,13 @@ final class Coturn {
     }
 
     /// Reads the log until every listener says it is open (`-v` prints "UDP listener
-    /// opened on: …" and "TCP listener opened on : …"), polling with a deadline.
-    private func waitReady(_ fd: Int32, tls: Bool) throws {
+    /// opened on: …" and "TCP listener opened on : …", "TLS/TCP …" once it has a
+    /// certificate), polling with a deadline.
+    private func waitReady(_ fd: Int32) throws {
         let end = monotonicNow() + .seconds(15)
         var text = ""
-        var needed = ["UDP listener opened", "TCP listener opened"]
-        if tls { needed.append("TLS listener opened") }
+        var needed = ["UDP listener opened on: 127.0.0.1:\(port)", "TCP listener opened on : 127.0.0.1:\(port)"]
+        if let tlsPort { needed.append("TCP listener opened on : 127.0.0.1:\(tlsPort)") }
         while !needed.allSatisfy({ text.contains($0) }) {
             let left = end - monotonicNow()
             guard left > .zero else { throw InteropError("turnserver not ready within 15 s:\n\(text)") }

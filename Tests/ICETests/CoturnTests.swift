@@ -20,6 +20,7 @@ let coturnMissing = Coturn.path == nil
 struct CoturnInterop {
     @Test func udp() throws { try relayScenario(.udp) }
     @Test func tcp() throws { try relayScenario(.tcp) }
+    @Test func tls() throws { try relayScenario(.tls) }
 
     @Test(arguments: [TURNTransport.udp, .tcp])
     func wrongPasswordFailsOnce(_ transport: TURNTransport) throws {
@@ -46,10 +47,22 @@ struct CoturnInterop {
     /// Allocate; relay both ways by Send/Data indications and by ChannelData; refresh;
     /// release, and check the relay is gone.
     func relayScenario(_ transport: TURNTransport) throws {
-        let server = try Coturn()
+        let server = try Coturn(tls: transport == .tls)
         defer { server.stop() }
-        let link: TURNLink = transport == .udp ? try UDPLink(server: server.address) : try TCPLink(server: server.address)
-        let s = TURNSession(link: link, transport: transport, port: server.port)
+        let link: TURNLink
+        var port = server.port
+        switch transport {
+        case .udp: link = try UDPLink(server: server.address)
+        case .tcp: link = try TCPLink(server: server.address)
+        case .tls:
+            port = server.tlsPort!
+            let ca = try [UInt8](Data(contentsOf: server.dir.appendingPathComponent("ca.pem")))
+            let tlsLink = try TLSLink(server: SocketAddress(ip: server.address.ip, port: port), hostname: "turn.linnet.test", caPEM: ca)
+            let took = try tlsLink.handshake()
+            print("coturn: TLS handshake with turnserver on loopback took \(took) (\(tlsLink.tls.cipherSuite ?? "?"))")
+            link = tlsLink
+        }
+        let s = TURNSession(link: link, transport: transport, port: port)
         defer { s.close() }
 
         let took = try s.allocate()
@@ -129,7 +142,7 @@ struct CoturnInterop {
         if transport == .udp {
             // And the server has forgotten the 5-tuple: a new Allocate on it succeeds
             // (with the old allocation alive it would be 437 Allocation Mismatch, RFC 8656 §7.2).
-            let again = TURNSession(link: s.link, transport: transport, port: server.port)
+            let again = TURNSession(link: s.link, transport: transport, port: port)
             _ = try again.allocate()
             guard case .allocated = again.events.first else {
                 Issue.record("a new allocation after release failed: \(again.events)\n\(server.log)")
