@@ -159,6 +159,9 @@ public struct TURNClient<R: RandomNumberGenerator> {
 
     var reliable: Bool { server.transport.isStream }
 
+    /// The longest packet relayed: a UDP datagram's payload over IPv4 (65535 − 20 − 8).
+    public static var maxPacket: Int { 65_507 }
+
     // MARK: Operations
 
     /// Starts the allocation (RFC 8656 §7.1).
@@ -168,9 +171,22 @@ public struct TURNClient<R: RandomNumberGenerator> {
         sendAllocate(now: now)
     }
 
-    /// Sends `bytes` to `peer` through the relay. Before the allocation exists, or while
-    /// the permission is pending, a few packets wait; after a failure they are dropped.
+    /// Sends `bytes` to `peer` through the relay. While the allocation is being made, or
+    /// while the peer's permission is pending, a few packets (`maxQueuedPerPeer`, the
+    /// newest) wait; after a failure or release, and above `maxPacket` bytes, they are
+    /// dropped.
     public mutating func send(_ bytes: [UInt8], to peer: SocketAddress, now: Instant) {
+        // A UDP datagram carries at most 65507 bytes; longer ones could not be framed
+        // (ChannelData and DATA lengths are 16 bits, RFC 8656 §12.4, §18.4).
+        guard bytes.count <= Self.maxPacket else { return }
+        if state == .allocating {
+            // Held until the allocation exists; its success asks for the permissions.
+            var p = permissions[peer.ip] ?? Permission()
+            if p.queued.count >= timing.maxQueuedPerPeer { p.queued.removeFirst() }
+            p.queued.append((peer, bytes))
+            permissions[peer.ip] = p
+            return
+        }
         guard state == .allocated else { return }
         if let c = channels[peer], c.bound {
             emitSend(ChannelData(channel: c.number, data: bytes).serialized(padded: reliable))
@@ -386,19 +402,28 @@ public struct TURNClient<R: RandomNumberGenerator> {
         case .allocate, .refresh:
             fail(.timeout)
         case .createPermission(let ip):
-            permissions[ip]?.pending = false
-            permissions[ip]?.queued.removeAll()
-            if permissions[ip]?.installed != true { permissions[ip] = nil }
+            // A failed install drops the waiting packets; a failed refresh means the
+            // server's permission lapses within a minute (RFC 8656 §9: 300 s), so it
+            // counts as gone: the next packet asks again.
+            permissions[ip] = nil
         case .channelBind(let peer, _):
+            // Never bound, or its refresh failed (the server's binding lapses, RFC 8656
+            // §12: ChannelData on it would be dropped): Send indications from now on.
+            // The number stays reserved for this peer (§12: no rebinding it elsewhere).
             channels[peer]?.pending = false
-            if channels[peer]?.bound != true { channels[peer]?.refused = true }
+            channels[peer]?.bound = false
+            channels[peer]?.refreshAt = nil
+            channels[peer]?.refused = true
         }
     }
 
     // MARK: Responses
 
     mutating func handleResponse(_ m: STUNMessage, bytes: [UInt8], now: Instant) {
-        guard let t = transactions.firstIndex(where: { $0.id == m.transactionID }) else { return }
+        // The transaction ID and the method must both match (RFC 8489 §6.3.3 ties a
+        // response to its request by the ID; a different method is not its answer).
+        guard let t = transactions.firstIndex(where: { $0.id == m.transactionID && $0.message.type.method == m.type.method })
+        else { return }
         let tx = transactions[t]
         // RFC 8489 §9.2.5: a request sent with credentials expects MESSAGE-INTEGRITY on
         // its response; a response without one (or with a wrong one) is ignored as a
@@ -421,6 +446,11 @@ public struct TURNClient<R: RandomNumberGenerator> {
             state = .allocated
             scheduleRefresh(m.lifetime ?? 600, now: now)
             emit(.allocated(relayed: relayed, mapped: m.mappedAddress))
+            // Packets sent while allocating wait for their permissions now.
+            for (ip, p) in permissions where !p.queued.isEmpty && !p.pending {
+                permissions[ip]?.pending = true
+                sendCreatePermission(ip, now: now)
+            }
         case .refresh:
             guard state == .allocated else { return }
             scheduleRefresh(m.lifetime ?? lifetime, now: now)

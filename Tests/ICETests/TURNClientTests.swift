@@ -524,3 +524,78 @@ func parsed(_ b: [UInt8]) -> STUNMessage { try! STUNMessage.parse(b) }
         #expect(!h.client.owns([0x16, 0xfe, 0xfd]))  // DTLS
     }
 }
+
+@Suite struct TURNClientEdges {
+    @Test func packetsSentWhileAllocatingWait() throws {
+        var h = TURNHarness()
+        h.client.allocate(now: h.now)
+        h.drain()
+        h.deliver(TURNHarness.challenge(to: h.take()[0]))
+        let req = h.take()[0]
+        h.client.send([7, 7], to: TURNHarness.peer, now: h.now)
+        h.drain()
+        #expect(h.take().isEmpty, "nothing goes out before the allocation exists")
+        h.deliver(TURNHarness.allocateSuccess(to: req))
+        let cp = h.take()
+        try #require(cp.map { parsed($0).type } == [.createPermissionRequest])
+        h.deliver(TURNHarness.response(to: cp[0]))
+        let out = h.take().map(parsed)
+        #expect(out.first?.type == .sendIndication && out.first?.data == [7, 7])
+    }
+
+    @Test func responseOfAnotherMethodIsIgnored() {
+        var h = TURNHarness()
+        h.client.allocate(now: h.now)
+        h.drain()
+        h.deliver(TURNHarness.challenge(to: h.take()[0]))
+        let req = h.take()[0]
+        // Same transaction ID, Refresh method: not the Allocate's answer.
+        var wrong = TURNHarness.allocateSuccess(to: req)
+        let m = parsed(wrong)
+        let type = STUNMessageType(method: STUNMessageType.refreshMethod, messageClass: .successResponse)
+        wrong = try! STUNMessage(type: type, transactionID: m.transactionID, attributes: m.attributes).serialized(integrityKey: TURNHarness.key)
+        h.deliver(wrong)
+        #expect(h.client.state == .allocating)
+        h.deliver(TURNHarness.allocateSuccess(to: req))
+        #expect(h.client.state == .allocated)
+    }
+
+    @Test func failedChannelRefreshFallsBackToIndications() {
+        var h = TURNHarness()
+        h.allocate(lifetime: 3600)
+        let peer = TURNHarness.peer
+        h.client.send([1], to: peer, now: h.now)
+        h.drain()
+        h.deliver(TURNHarness.response(to: h.take()[0]))
+        let bind = h.take().first { parsed($0).type == .channelBindRequest }!
+        h.deliver(TURNHarness.response(to: bind))
+        // Run to the channel refresh and refuse it.
+        var refused = false
+        while !refused {
+            h.fire()
+            for b in h.take() {
+                let m = parsed(b)
+                if m.type == .channelBindRequest {
+                    h.deliver(TURNHarness.response(to: b, error: (400, "Bad Request")))
+                    refused = true
+                } else {
+                    h.deliver(TURNHarness.response(to: b, [.lifetime(Lifetime(seconds: 3600))]))
+                }
+            }
+        }
+        h.client.send([2], to: peer, now: h.now)
+        h.drain()
+        let out = h.take()
+        #expect(out.count == 1)
+        #expect(out.first.map { !ChannelData.isChannelData(firstByte: $0[0]) } == true, "no ChannelData on a binding the server let lapse")
+        #expect(out.first.flatMap { try? STUNMessage.parse($0) }?.type == .sendIndication)
+    }
+
+    @Test func oversizedPacketsAreDropped() {
+        var h = TURNHarness()
+        h.allocate()
+        h.client.send([UInt8](repeating: 0, count: 70_000), to: TURNHarness.peer, now: h.now)
+        h.drain()
+        #expect(h.take().isEmpty)
+    }
+}
