@@ -393,7 +393,7 @@ final class TURNSession {
 
     /// Runs the loop until `done()` holds or `seconds` pass; says whether it held.
     @discardableResult
-    func pump(seconds: Int64 = 10, until done: () -> Bool) throws -> Bool {
+    func pump(seconds: Int64 = 10, tick: Duration? = nil, until done: () -> Bool) throws -> Bool {
         let end = monotonicNow() + .seconds(seconds)
         while true {
             try drainClient()
@@ -402,6 +402,7 @@ final class TURNSession {
             if now >= end { return false }
             var wake = min(client.deadline, link.deadline, end)
             if wake < now { wake = now }
+            if let tick, now + tick < wake { wake = now + tick }
             let ms = Int32(min((wake - now).nanoseconds / 1_000_000 + 1, 60_000))
             var fds = [pollfd(fd: link.fd, events: Int16(POLLIN), revents: 0)]
             for p in peers { fds.append(pollfd(fd: p, events: Int16(POLLIN), revents: 0)) }

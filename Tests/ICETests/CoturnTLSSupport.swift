@@ -32,7 +32,10 @@ final class TLSLink: TURNLink {
     func drainTLS() throws {
         while true {
             switch tls.pollOutput() {
-            case .transmit(let b): try Sock.writeAll(fd, b)
+            case .transmit(let b):
+                // A write to a connection the server has reset (coturn closes a TLS
+                // connection with its allocation) ends the link, like end of stream.
+                do { try Sock.writeAll(fd, b) } catch { closed = true }
             case .event(.connected): connected = true
             case .event(.data(let d)): messages += try framer.feed(d)
             case .event(.closed): closed = true
@@ -70,8 +73,10 @@ final class TLSLink: TURNLink {
         var buf = [UInt8](repeating: 0, count: 65_536)
         let n = recv(fd, &buf, buf.count, Int32(MSG_DONTWAIT))
         if n == 0 || (n < 0 && errno != EAGAIN) {
+            // The server closed (coturn ends a TCP/TLS connection with its allocation):
+            // our close_notify may find the socket reset, which is no error here.
             tls.handleEndOfStream(now: now)
-            try drainTLS()
+            try? drainTLS()
             closed = true
         } else if n > 0 {
             tls.handleInput(Array(buf[0..<n]), now: now)
