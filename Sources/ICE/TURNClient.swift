@@ -207,19 +207,19 @@ public struct TURNClient<R: RandomNumberGenerator> {
         if start { sendCreatePermission(peer.ip, now: now) }
     }
 
-    /// Ends the allocation: a Refresh with LIFETIME 0 (RFC 8656 §7.2), sent once and not
-    /// waited for (the runtime closes the path right after). Outstanding requests end.
+    /// Ends the allocation: a Refresh with LIFETIME 0 (RFC 8656 §7.2). Outstanding
+    /// requests end. The Refresh is a transaction like any other, so that a lost one is
+    /// retransmitted over UDP and a 438 Stale Nonce is followed (otherwise the server
+    /// keeps the relay until the lifetime runs out); its answer raises no event. An
+    /// owner that closes the path at once loses nothing by it.
     public mutating func release(now: Instant) {
         let wasAllocated = state == .allocated
         state = .released
         transactions.removeAll()
         refreshAt = nil
         guard wasAllocated else { return }
-        let m = STUNMessage(type: .refreshRequest, transactionID: .random(using: &rng), attributes: [.lifetime(Lifetime(seconds: 0))])
-        if let bytes = authenticated(m) {
-            requestsSent += 1
-            emitSend(bytes)
-        }
+        start(.release, STUNMessage(type: .refreshRequest, transactionID: .random(using: &rng),
+                                    attributes: [.lifetime(Lifetime(seconds: 0))]), now: now)
     }
 
     /// The path to the server failed (the stream closed or could not be opened).
@@ -401,6 +401,8 @@ public struct TURNClient<R: RandomNumberGenerator> {
         switch tx.kind {
         case .allocate, .refresh:
             fail(.timeout)
+        case .release:
+            break
         case .createPermission(let ip):
             // A failed install drops the waiting packets; a failed refresh means the
             // server's permission lapses within a minute (RFC 8656 §9: 300 s), so it
@@ -467,6 +469,8 @@ public struct TURNClient<R: RandomNumberGenerator> {
                 sendIndication(data, to: peer)
                 bindChannel(peer, now: now)
             }
+        case .release:
+            break
         case .channelBind(let peer, _):
             guard var c = channels[peer] else { return }
             c.bound = true
@@ -517,7 +521,7 @@ public struct TURNClient<R: RandomNumberGenerator> {
             case .allocate, .refresh:
                 // 437 on a refresh: the server no longer has the allocation.
                 fail(.refused(code: code, reason: reason))
-            case .createPermission, .channelBind:
+            case .createPermission, .channelBind, .release:
                 timedOut(tx, now: now)
             }
         }
@@ -555,6 +559,8 @@ struct TURNTransaction {
     enum Kind {
         case allocate
         case refresh
+        /// The Refresh with LIFETIME 0 of `release`.
+        case release
         case createPermission(IPAddress)
         case channelBind(SocketAddress, UInt16)
     }

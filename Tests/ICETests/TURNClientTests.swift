@@ -316,11 +316,39 @@ func parsed(_ b: [UInt8]) -> STUNMessage { try! STUNMessage.parse(b) }
         #expect(m.type == .refreshRequest && m.lifetime == 0)
         try m.verifyIntegrity(of: out[0], key: TURNHarness.key)
         #expect(h.client.state == .released)
+        #expect(h.client.owns(TURNHarness.response(to: out[0], [.lifetime(Lifetime(seconds: 0))])), "its answer is ours, not ICE's")
+        h.deliver(TURNHarness.response(to: out[0], [.lifetime(Lifetime(seconds: 0))]))
         #expect(h.deadline == .distantFuture)
+        #expect(h.takeEvents().isEmpty)
         // After release nothing is relayed and no timer runs.
         h.client.send([1, 2, 3], to: TURNHarness.peer, now: h.now)
         h.advance(to: h.now + .seconds(3600))
         #expect(h.take().isEmpty && h.takeEvents().isEmpty)
+    }
+
+    @Test func releaseIsRetransmittedAndFollowsStaleNonce() throws {
+        var h = TURNHarness()
+        h.allocate()
+        h.client.release(now: h.now)
+        h.drain()
+        let first = h.take()
+        h.fire()
+        #expect(h.take() == first, "a lost release is sent again over UDP (RFC 8489 §6.2.1)")
+        h.deliver(TURNHarness.response(to: first[0], error: (438, "Stale Nonce"), [.realm(Realm(TURNHarness.realm)), .nonce(Nonce("n9"))], key: nil))
+        let again = h.take()
+        #expect(again.count == 1)
+        let m = parsed(again[0])
+        #expect(m.type == .refreshRequest && m.lifetime == 0 && m.nonce == "n9")
+        try m.verifyIntegrity(of: again[0], key: TURNHarness.key)
+        h.deliver(TURNHarness.response(to: again[0], [.lifetime(Lifetime(seconds: 0))]))
+        #expect(h.deadline == .distantFuture && h.takeEvents().isEmpty)
+        // Unanswered, it gives up quietly.
+        var g = TURNHarness()
+        g.allocate()
+        g.client.release(now: g.now)
+        g.drain()
+        while g.deadline != .distantFuture { g.fire() }
+        #expect(g.takeEvents().isEmpty && g.client.state == .released)
     }
 
     @Test func releaseBeforeAllocationSendsNothing() {
