@@ -75,7 +75,7 @@ let package = Package(
         .testTarget(name: "DevicesTests", dependencies: ["Devices", "Audio", "Platform", "Wire", "CAllocCounter"]),
         .testTarget(name: "CLITests", dependencies: ["linnet", "Runtime", "Settings"]),
         .testTarget(name: "SDPTests", dependencies: ["SDP", "Wire"], exclude: ["Fixtures"]),
-        .testTarget(name: "ICETests", dependencies: ["ICE", "Wire"]),
+        .testTarget(name: "ICETests", dependencies: ["ICE", "Wire", "Signaling"]),
         .testTarget(name: "SignalingTests", dependencies: ["Signaling", "Wire", "CMbedTLS"], exclude: ["Fixtures"]),
         // The in-memory network (seeded impairment, black holes, NAT) that the peer tests
         // and the agent-core tests share; test support only, never in a product.

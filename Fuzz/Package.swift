@@ -32,6 +32,8 @@ let targets: [(name: String, deps: [Target.Dependency])] = [
     ("fuzz_http_request", ["FuzzSupport"]),
     ("fuzz_wav", ["FuzzSupport"]),
     ("fuzz_config", ["FuzzSupport"]),
+    ("fuzz_turn_client", ["FuzzSupport"]),
+    ("fuzz_turn_framing", ["FuzzSupport"]),
 ]
 
 let package = Package(

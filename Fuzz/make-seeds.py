@@ -405,10 +405,56 @@ instructions = "Be brief.\\nAnswer in English."
     write("config", "backend", "\ufeffbackend = https://api.example.com/session\nchat = main\n; comment\nstun = stun.l.google.com:19302\ninterfaces = eth0,wlan0\n")
     write("config", "errors", "seconds = ten\nunknown-key = 1\n")
 
+# --- TURN (RFC 8656) -----------------------------------------------------------------
+COOKIE = 0x2112A442
+
+
+def stun_msg(mtype, attrs, tid=b"\x01" * 12):
+    body = b"".join(struct.pack(">HH", t, len(v)) + v + b"\x00" * ((4 - len(v) % 4) % 4) for t, v in attrs)
+    return struct.pack(">HHI", mtype, len(body), COOKIE) + tid + body
+
+
+def xor_v4(ip, port):
+    a = bytes(int(x) for x in ip.split("."))
+    x = bytes(b ^ c for b, c in zip(a, struct.pack(">I", COOKIE)))
+    return struct.pack(">BBH", 0, 1, port ^ 0x2112) + x
+
+
+def error_code(code, reason):
+    return struct.pack(">HBB", 0, code // 100, code % 100) + reason
+
+
+def turn():
+    # fuzz_turn_client pieces: op byte, then the message (see the harness).
+    peer = xor_v4("203.0.113.5", 6000)
+    write("turn_client", "responses", pieces(
+        b"\x02" + stun_msg(0x0108, []),                                   # CreatePermission success, signed
+        b"\x06" + stun_msg(0x0109, []),                                   # ChannelBind success, signed
+        b"\x02" + stun_msg(0x0104, [(0x000D, struct.pack(">I", 300))]),   # Refresh success, LIFETIME
+        b"\x00" + struct.pack(">HH", 0x4000, 3) + b"abc",                # ChannelData on the bound channel
+        b"\x00" + stun_msg(0x0017, [(0x0012, peer), (0x0013, b"data!")]),  # Data indication
+    ))
+    write("turn_client", "stale-unauthorized", pieces(
+        b"\x0b" + b"",                                                   # refresh
+        b"\x01" + stun_msg(0x0114, [(0x0009, error_code(438, b"Stale Nonce")), (0x0014, b"linnet.test"), (0x0015, b"n2")]),
+        b"\x01" + stun_msg(0x0114, [(0x0009, error_code(401, b"Unauthorized")), (0x0014, b"linnet.test"), (0x0015, b"n3")]),
+        b"\x03" + b"\x10\x00",                                           # time passes
+        b"\x07" + b"hello",                                              # send to peer A
+        b"\x0f",                                                         # release
+    ))
+    write("turn_client", "timers", pieces(b"\x03\xff\xff", b"\x03\xff\xff", b"\x17" + b"x" * 40, b"\x03\x00\x10"))
+    # fuzz_turn_framing: mode byte (bit 0: RFC 4571), cuts, stream.
+    stream = (stun_msg(0x0101, [(0x0016, xor_v4("192.0.2.1", 50000))]) + struct.pack(">HH", 0x4000, 5) + b"hello\x00\x00\x00"
+              + stun_msg(0x0017, [(0x0012, peer), (0x0013, b"xyz")]) + struct.pack(">HH", 0x4001, 0))
+    write("turn_framing", "turn-stream", bytes([3 << 1]) + bytes([5, 23, 40]) + stream)
+    write("turn_framing", "turn-garbage", bytes([0]) + stream[:28] + b"\x80\x00\x00\x00")
+    rfc4571 = b"".join(struct.pack(">H", len(p)) + p for p in (b"\x00\x01" + b"\x00" * 18, b"", b"\x80" * 12, b"z" * 300))
+    write("turn_framing", "rfc4571", bytes([1 | (2 << 1)]) + bytes([3, 100]) + rfc4571)
+
 
 if __name__ == "__main__":
     os.makedirs(os.path.join(CORPUS, "sdp"), exist_ok=True)
-    for f in (stun, candidate, sdp, rtp, rtcp, sctp, dtls, clienthello, routes, json_, http, wav, config):
+    for f in (stun, candidate, sdp, rtp, rtcp, sctp, dtls, clienthello, routes, json_, http, wav, config, turn):
         f()
     for t in sorted(os.listdir(CORPUS)):
         print(t, len(os.listdir(os.path.join(CORPUS, t))))

@@ -33,6 +33,8 @@ packages=(
   python3-gi python3-gst-1.0 gir1.2-gstreamer-1.0 gir1.2-gst-plugins-base-1.0
   gir1.2-gst-plugins-bad-1.0 gir1.2-nice-0.1 gstreamer1.0-nice gstreamer1.0-plugins-base
   gstreamer1.0-plugins-good gstreamer1.0-plugins-bad
+  # the TURN server the TURN client is tested against (Tests/ICETests/CoturnTests.swift)
+  coturn
 )
 
 # What is missing, found without root.

@@ -55,9 +55,11 @@ public struct ChannelData: Hashable, Sendable {
 /// §12.5, RFC 8489 §6.2.2): a STUN message is its 20-byte header plus the header's
 /// length; ChannelData is 4 bytes plus its length, padded to four. Anything else is not
 /// TURN and ends the connection (there is no way to find the next message boundary).
-/// At most `maxBuffered` bytes wait for the end of a message.
+/// Only the tail of one message waits for its end, so at most `maxBuffered` bytes are
+/// held: the largest message is a STUN header with length 0xFFFC (a STUN length is a
+/// whole number of words, RFC 8489 §5); ChannelData tops out at 4 + 65535 + 1.
 public struct TURNStreamFramer: Sendable {
-    public static let maxBuffered = 65_536 + 8
+    public static let maxBuffered = STUNHeader.size + 0xFFFC
     var buffer: [UInt8] = []
     var head = 0
 
@@ -72,6 +74,9 @@ public struct TURNStreamFramer: Sendable {
             let length = Int(UInt16(buffer[head + 2]) << 8 | UInt16(buffer[head + 3]))
             let total: Int
             if first & 0xC0 == 0 {
+                // A STUN length that is not a multiple of four is not STUN: the stream
+                // is out of step and cannot be resynchronised.
+                guard length % 4 == 0 else { throw .lengthMismatch(declared: length, available: buffer.count - head - 4) }
                 total = STUNHeader.size + length
             } else if ChannelData.isChannelData(firstByte: first) {
                 total = 4 + length + (4 - length % 4) % 4
@@ -89,6 +94,9 @@ public struct TURNStreamFramer: Sendable {
         guard buffer.count <= Self.maxBuffered else { throw .lengthMismatch(declared: buffer.count, available: Self.maxBuffered) }
         return out
     }
+
+    /// Bytes waiting for the rest of their message.
+    public var buffered: Int { buffer.count - head }
 }
 
 /// RFC 4571 §2 framing, what ICE-TCP (RFC 6544 §3) sends STUN, DTLS and SRTP in: each

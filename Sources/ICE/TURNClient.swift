@@ -159,6 +159,9 @@ public struct TURNClient<R: RandomNumberGenerator> {
 
     var reliable: Bool { server.transport.isStream }
 
+    /// The longest packet relayed: a UDP datagram's payload over IPv4 (65535 − 20 − 8).
+    public static var maxPacket: Int { 65_507 }
+
     // MARK: Operations
 
     /// Starts the allocation (RFC 8656 §7.1).
@@ -168,9 +171,22 @@ public struct TURNClient<R: RandomNumberGenerator> {
         sendAllocate(now: now)
     }
 
-    /// Sends `bytes` to `peer` through the relay. Before the allocation exists, or while
-    /// the permission is pending, a few packets wait; after a failure they are dropped.
+    /// Sends `bytes` to `peer` through the relay. While the allocation is being made, or
+    /// while the peer's permission is pending, a few packets (`maxQueuedPerPeer`, the
+    /// newest) wait; after a failure or release, and above `maxPacket` bytes, they are
+    /// dropped.
     public mutating func send(_ bytes: [UInt8], to peer: SocketAddress, now: Instant) {
+        // A UDP datagram carries at most 65507 bytes; longer ones could not be framed
+        // (ChannelData and DATA lengths are 16 bits, RFC 8656 §12.4, §18.4).
+        guard bytes.count <= Self.maxPacket else { return }
+        if state == .allocating {
+            // Held until the allocation exists; its success asks for the permissions.
+            var p = permissions[peer.ip] ?? Permission()
+            if p.queued.count >= timing.maxQueuedPerPeer { p.queued.removeFirst() }
+            p.queued.append((peer, bytes))
+            permissions[peer.ip] = p
+            return
+        }
         guard state == .allocated else { return }
         if let c = channels[peer], c.bound {
             emitSend(ChannelData(channel: c.number, data: bytes).serialized(padded: reliable))
@@ -191,19 +207,19 @@ public struct TURNClient<R: RandomNumberGenerator> {
         if start { sendCreatePermission(peer.ip, now: now) }
     }
 
-    /// Ends the allocation: a Refresh with LIFETIME 0 (RFC 8656 §7.2), sent once and not
-    /// waited for (the runtime closes the path right after). Outstanding requests end.
+    /// Ends the allocation: a Refresh with LIFETIME 0 (RFC 8656 §7.2). Outstanding
+    /// requests end. The Refresh is a transaction like any other, so that a lost one is
+    /// retransmitted over UDP and a 438 Stale Nonce is followed (otherwise the server
+    /// keeps the relay until the lifetime runs out); its answer raises no event. An
+    /// owner that closes the path at once loses nothing by it.
     public mutating func release(now: Instant) {
         let wasAllocated = state == .allocated
         state = .released
         transactions.removeAll()
         refreshAt = nil
         guard wasAllocated else { return }
-        let m = STUNMessage(type: .refreshRequest, transactionID: .random(using: &rng), attributes: [.lifetime(Lifetime(seconds: 0))])
-        if let bytes = authenticated(m) {
-            requestsSent += 1
-            emitSend(bytes)
-        }
+        start(.release, STUNMessage(type: .refreshRequest, transactionID: .random(using: &rng),
+                                    attributes: [.lifetime(Lifetime(seconds: 0))]), now: now)
     }
 
     /// The path to the server failed (the stream closed or could not be opened).
@@ -385,20 +401,31 @@ public struct TURNClient<R: RandomNumberGenerator> {
         switch tx.kind {
         case .allocate, .refresh:
             fail(.timeout)
+        case .release:
+            break
         case .createPermission(let ip):
-            permissions[ip]?.pending = false
-            permissions[ip]?.queued.removeAll()
-            if permissions[ip]?.installed != true { permissions[ip] = nil }
+            // A failed install drops the waiting packets; a failed refresh means the
+            // server's permission lapses within a minute (RFC 8656 §9: 300 s), so it
+            // counts as gone: the next packet asks again.
+            permissions[ip] = nil
         case .channelBind(let peer, _):
+            // Never bound, or its refresh failed (the server's binding lapses, RFC 8656
+            // §12: ChannelData on it would be dropped): Send indications from now on.
+            // The number stays reserved for this peer (§12: no rebinding it elsewhere).
             channels[peer]?.pending = false
-            if channels[peer]?.bound != true { channels[peer]?.refused = true }
+            channels[peer]?.bound = false
+            channels[peer]?.refreshAt = nil
+            channels[peer]?.refused = true
         }
     }
 
     // MARK: Responses
 
     mutating func handleResponse(_ m: STUNMessage, bytes: [UInt8], now: Instant) {
-        guard let t = transactions.firstIndex(where: { $0.id == m.transactionID }) else { return }
+        // The transaction ID and the method must both match (RFC 8489 §6.3.3 ties a
+        // response to its request by the ID; a different method is not its answer).
+        guard let t = transactions.firstIndex(where: { $0.id == m.transactionID && $0.message.type.method == m.type.method })
+        else { return }
         let tx = transactions[t]
         // RFC 8489 §9.2.5: a request sent with credentials expects MESSAGE-INTEGRITY on
         // its response; a response without one (or with a wrong one) is ignored as a
@@ -421,6 +448,11 @@ public struct TURNClient<R: RandomNumberGenerator> {
             state = .allocated
             scheduleRefresh(m.lifetime ?? 600, now: now)
             emit(.allocated(relayed: relayed, mapped: m.mappedAddress))
+            // Packets sent while allocating wait for their permissions now.
+            for (ip, p) in permissions where !p.queued.isEmpty && !p.pending {
+                permissions[ip]?.pending = true
+                sendCreatePermission(ip, now: now)
+            }
         case .refresh:
             guard state == .allocated else { return }
             scheduleRefresh(m.lifetime ?? lifetime, now: now)
@@ -437,6 +469,8 @@ public struct TURNClient<R: RandomNumberGenerator> {
                 sendIndication(data, to: peer)
                 bindChannel(peer, now: now)
             }
+        case .release:
+            break
         case .channelBind(let peer, _):
             guard var c = channels[peer] else { return }
             c.bound = true
@@ -487,7 +521,7 @@ public struct TURNClient<R: RandomNumberGenerator> {
             case .allocate, .refresh:
                 // 437 on a refresh: the server no longer has the allocation.
                 fail(.refused(code: code, reason: reason))
-            case .createPermission, .channelBind:
+            case .createPermission, .channelBind, .release:
                 timedOut(tx, now: now)
             }
         }
@@ -525,6 +559,8 @@ struct TURNTransaction {
     enum Kind {
         case allocate
         case refresh
+        /// The Refresh with LIFETIME 0 of `release`.
+        case release
         case createPermission(IPAddress)
         case channelBind(SocketAddress, UInt16)
     }
