@@ -26,15 +26,14 @@ packages=(
   # the pion interop peer and the Ogg/Opus tools its tests use (Tests/Interop/pion/build.sh
   # checks the same list)
   golang-go golang-github-pion-webrtc.v3-dev opus-tools
-  # TURN and ICE-TCP calls (CLITests/TURNCallTests, bench/turn.sh): coturn, and the
-  # network namespace with a firewall each call runs in
+  # TURN: the server the client is tested against (ICETests/CoturnTests), and the
+  # calls through it (CLITests/TURNCallTests, bench/turn.sh) in network namespaces with
+  # a firewall
   coturn nftables iproute2
   # the GStreamer webrtcbin interop peer (Tests/Interop/gst-setup.sh checks the same list)
   python3-gi python3-gst-1.0 gir1.2-gstreamer-1.0 gir1.2-gst-plugins-base-1.0
   gir1.2-gst-plugins-bad-1.0 gir1.2-nice-0.1 gstreamer1.0-nice gstreamer1.0-plugins-base
   gstreamer1.0-plugins-good gstreamer1.0-plugins-bad
-  # the TURN server the TURN client is tested against (Tests/ICETests/CoturnTests.swift)
-  coturn
 )
 
 # What is missing, found without root.
