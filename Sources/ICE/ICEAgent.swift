@@ -184,6 +184,16 @@ public struct ICEAgent<R: RandomNumberGenerator> {
             // (RFC 8445 §7.3.1.3 keeps the signaled type and priority).
             if remotes[i].candidate.type == .peerReflexive {
                 remotes[i].candidate = candidate
+                // The check that taught us this address paired it with one local
+                // candidate only (the one it arrived on); now that it is signaled it
+                // pairs with every local one, as if it had come first. (Seen with
+                // aiortc, which checks before its answer is applied: without this the
+                // relayed pair never formed and a firewalled call never connected.)
+                for l in locals.indices where locals[l].pairable && locals[l].base.ip.isV4 == address.ip.isV4
+                    && locals[l].candidate.transport == candidate.transport && !pairs.contains(where: { $0.local == l && $0.remote == i }) {
+                    _ = addPair(local: l, remote: i)
+                }
+                schedulePacing(now: now)
                 return true
             }
             return false

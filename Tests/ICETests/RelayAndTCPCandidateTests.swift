@@ -47,6 +47,27 @@ import Wire
         #expect(w.wire.allSatisfy { $0.1.from != TwoAgents.addressA })
     }
 
+    /// The peer's check arrives before its answer (aiortc checks as soon as it has
+    /// answered): its address is learnt as peer-reflexive on the host candidate it
+    /// reached. When the answer then signals that address, it must pair with the
+    /// relayed candidate too, or a call whose host paths are cut never connects.
+    @Test func aCandidateLearntFromAnEarlyCheckPairsWithTheRelayOnceSignaled() {
+        var w = TwoAgents()
+        w.a.start(now: w.now)
+        w.a.addRelayCandidate(relayed: Self.relayed, mapped: nil, server: Self.turnServer, now: w.now)
+        w.hostsA.append(Self.relayed)
+        w.b.start(now: w.now)
+        w.b.setRemoteCredentials(TwoAgents.credentialsA, now: w.now)
+        for c in w.a.localCandidates { w.b.addRemoteCandidate(c, now: w.now) }
+        // B's checks reach A's host candidate before A knows anything of B.
+        w.run(for: .milliseconds(60))
+        #expect(w.a.checklist.map { "\($0.local)-\($0.remote)" } == ["10.0.0.1:5000-10.0.0.2:6000"], "\(w.a.checklist)")
+        w.a.setRemoteCredentials(TwoAgents.credentialsB, now: w.now)
+        for c in w.b.localCandidates { w.a.addRemoteCandidate(c, now: w.now) }
+        #expect(Set(w.a.checklist.map { "\($0.local)-\($0.remote)" }) == ["10.0.0.1:5000-10.0.0.2:6000", "192.0.2.50:50000-10.0.0.2:6000"],
+                "\(w.a.checklist)")
+    }
+
     /// A relay given up still completes gathering (with what there is), once.
     @Test func aFailedRelayCompletesGathering() {
         var config = ICEConfig()
