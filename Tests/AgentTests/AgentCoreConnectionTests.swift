@@ -16,7 +16,7 @@ import Signaling
     @Test func answerICEServersReachTheRuntime() throws {
         let w = try ProviderWorld(ProviderWorld.Options())
         w.startCore()
-        w.linkHeaders = ["<turn:turn.example.net?transport=tcp>; rel=\"ice-server\"; username=\"u\"; credential=\"p\"",
+        w.provider.linkHeaders = ["<turn:turn.example.net?transport=tcp>; rel=\"ice-server\"; username=\"u\"; credential=\"p\"",
                          "<stun:stun.example.net>; rel=\"ice-server\""]
         _ = try #require(w.run(within: .seconds(5)) { w.core.state == .connected })
         #expect(w.learnedICEServers == [ICEServerLink(url: "turn:turn.example.net?transport=tcp", username: "u", credential: "p"),
