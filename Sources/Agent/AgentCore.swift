@@ -135,6 +135,17 @@ public struct AgentSettings: Sendable {
     /// over `interrupt_response: false`, which would still let the provider transcribe
     /// the echo as a user turn and answer it once the response ends.)
     public var halfDuplex = false
+    /// Barge-in by Linnet's own voice flag (`barge-in-ms`): in voice mode with echo
+    /// cancellation (full duplex) and `voice-flag` on, the flag held this long without a
+    /// break while the assistant speaks cuts the response at once (`localVoice`), a
+    /// network round trip before the provider's VAD would. nil: off (push-to-talk, half
+    /// duplex, no canceller or no flag: the runtime leaves it nil).
+    public var localBargeIn: Duration? = nil
+    /// … once the assistant has spoken this long in all (the echo canceller has heard
+    /// enough of it to converge): before that, the echo left behind it held the voice
+    /// flag for seconds in the simulated rooms (VoiceFlagBehindEchoTests), and the
+    /// first answer would cut itself off.
+    public var localBargeInWarmup = Duration.seconds(5)
     public var turnDetectionName: String
     /// The events-channel conversation (OpenAI Realtime), when the route speaks it.
     public var realtime: RealtimeSettings
@@ -279,12 +290,21 @@ public final class AgentCore {
     public private(set) var lastUserText: String?
     public private(set) var lastAssistantText: String?
     public private(set) var assistantSpeaking = false
+    /// When the assistant last started speaking (nil: silent).
+    var speakingSince: Instant? {
+        didSet { if let t = oldValue { spokenBefore = spokenBefore + (now - t) } }
+    }
+    /// How long the assistant spoke before `speakingSince`, over the whole run (the
+    /// echo canceller lives as long as the process).
+    var spokenBefore = Duration.zero
 
     public private(set) var muted: Bool
     /// What the mute gate was last told (`.mute`): `muted`, kept open for a release's
     /// tail, and closed while the session is not configured yet.
     public private(set) var micClosed: Bool
     var talking = false
+    /// This stretch of local voice already cut the assistant (`localVoice`).
+    var localVoiceCut = false
     /// The final transcript lines so far (most recent last, bounded), carried into the
     /// next session.
     public private(set) var history: [CarriedTurn] = []
@@ -423,6 +443,42 @@ public final class AgentCore {
             s.sendAudio(frame, media: media)
         }
         conversation.audioSent(milliseconds: Int(media.frameTicks / 48))
+        drainConversation()
+    }
+
+    /// Linnet's voice flag (the speexdsp preprocessor behind the echo canceller) has
+    /// been on for `heldFor` of audio without a break (zero: off); the runtime reports
+    /// it with every uplink frame. Held for `localBargeIn` while the assistant speaks,
+    /// it barges in once per stretch of voice: `response.cancel` (only while a response
+    /// is in progress), `output_audio_buffer.clear` and `.flushPlayback` at once.
+    ///
+    /// Why a debounce: the flag is speexdsp's per-10 ms speech probability with a
+    /// hysteresis, and it flips on for a frame or a few at a cough, a door, a cup set
+    /// down, or a burst of residual echo while the canceller is still converging.
+    /// Cutting the assistant off for those feels broken; 200 ms (a syllable or two) is
+    /// past nearly all of them and still far sooner than the provider's VAD, which
+    /// hears the audio a network trip later. The setting is there because rooms differ
+    /// (a clattering kitchen wants longer, 0 leaves barge-in to the provider's VAD).
+    /// Never in push-to-talk (the button barges in), in half duplex (the microphone is
+    /// shut while the assistant speaks), or with the microphone muted.
+    public func localVoice(heldFor: Duration, now: Instant) {
+        guard let threshold = settings.localBargeIn, !settings.pushToTalk, !settings.halfDuplex else { return }
+        self.now = now
+        guard heldFor >= threshold else {
+            // The stretch ended (or has not reached the threshold): the next may cut.
+            localVoiceCut = false
+            return
+        }
+        // Over the assistant for the whole debounce: a stretch that began before it
+        // started speaking counts from its start.
+        guard !localVoiceCut, assistantSpeaking, !micClosed, let since = speakingSince,
+              now - since >= threshold, spokenBefore + (now - since) >= settings.localBargeInWarmup else { return }
+        localVoiceCut = true
+        // The state is known from the events channel (OpenAI's events, or a backend
+        // relaying them): a route that sends none never has the assistant speaking here.
+        guard conversation.localSpeech(now: now) else { return }
+        log(.info, "barge-in: local voice for \(heldFor.milliseconds) ms over the assistant")
+        record("barge_in", [("source", "voice_flag"), ("held_ms", .number(JSONNumber(Int(heldFor.milliseconds))))])
         drainConversation()
     }
 
@@ -609,6 +665,7 @@ public final class AgentCore {
             // of the old one), and the microphone is silent until it is configured.
             conversation = newConversation()
             assistantSpeaking = false
+            speakingSince = nil
             syncMic()
             emit(.switchAudio(session: id))
             if let s = sessions[id] {
@@ -772,6 +829,7 @@ public final class AgentCore {
             log(.info, e.description)
         case .speaking(let on):
             assistantSpeaking = on
+            speakingSince = on ? now : nil
             syncMic()
             log(.debug, e.description)
         case .sessionReady, .userSpeech:

@@ -39,7 +39,10 @@
 ///   `response.created`/`done`.
 /// - Voice activity detection mode (`turnDetection == .vad`): the server detects turns,
 ///   creates responses and interrupts itself; `press`/`release` send nothing (the
-///   caller may still use the button as a microphone mute).
+///   caller may still use the button as a microphone mute). With echo cancellation
+///   and Linnet's own voice flag, `localSpeech` cuts the assistant as a press does
+///   (`response.cancel` while a response is in progress, `output_audio_buffer.clear`,
+///   `.flushPlayback`) without waiting for the server's VAD to hear it over the network.
 /// - Before the channel is open nothing can be sent: `press`/`release`/`audioSent` are
 ///   ignored until `channelOpened`.
 /// - Server events are parsed with tight `JSONLimits` (depth 32, 1 MiB, 256 KiB strings);
@@ -504,6 +507,29 @@ public struct RealtimeConversation: Sendable {
         // to end, is talked over: it gets no response.
         for i in pendingCommits.indices { pendingCommits[i].create = false }
         createHeld = false
+        interruptAssistant()
+    }
+
+    /// Linnet's own voice flag heard the user talk over the assistant (voice mode, full
+    /// duplex; the caller debounces the flag and checks the duplex mode, the mute and
+    /// the setting). Cuts the response as a press does, without touching the input
+    /// buffer: in voice mode the server's VAD owns it, and the user's words are in it.
+    /// The server's own VAD may cut the same response a moment later
+    /// (`interrupt_response`); a cancel that crosses its `response.done` is refused with
+    /// the harmless `response_cancel_not_active`. Returns whether anything was cut
+    /// (false: the assistant was not speaking, nothing was sent).
+    @discardableResult
+    public mutating func localSpeech(now: Instant) -> Bool {
+        guard settings.turnDetection == .vad, isChannelOpen, isAssistantSpeaking || responseRequested else { return false }
+        self.now = now
+        interruptAssistant()
+        return true
+    }
+
+    /// Stops the assistant (a press, or local speech over it): `response.cancel` only
+    /// while a response is in progress or requested, `output_audio_buffer.clear`, the
+    /// state silent at once and the local playback flushed.
+    private mutating func interruptAssistant() {
         let requested = responseRequested
         guard isAssistantSpeaking || requested else { return }
         if responseActive || requested {

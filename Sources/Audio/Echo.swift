@@ -370,6 +370,23 @@ public final class SpeexPreprocessor: AudioHook, @unchecked Sendable {
     private let active = Atomic<Bool>(false)
     private let probability = Atomic<Int>(0)
     private let voiceFrames = Atomic<Int>(0)
+    /// How long the voice has held, in 10 ms frames (0: off): the loop debounces
+    /// barge-in with it, exactly, however seldom it reads (AgentCore.localVoice).
+    /// Only frames where speexdsp's flag is on and the frame is voice rather than what
+    /// the echo canceller left count (`process`); gaps of up to `bridgedFrames` (the
+    /// pauses between syllables) do not end the stretch.
+    private let voiceRun = Atomic<Int>(0)
+    /// The input's energy one frame back: the preprocessor's output lags by a frame.
+    private var lastInputEnergy = 0
+    /// The output's floor: the quietest recent frames' energy (it falls at once and
+    /// rises about 7 dB a second).
+    private var floorEnergy = Int.max >> 8
+    private var gapFrames = 0
+    /// A voice frame keeps at least a quarter of its input's power (−6 dB) …
+    static let keptPowerRatio = 4
+    /// … and stands 18 dB over the floor (noise, and the echo left under it, do not).
+    static let standOutRatio = 64
+    static let bridgedFrames = 3
     /// Whether the samples are changed at all (a suppression is on).
     private let suppresses: Bool
     private let scratch: UnsafeMutablePointer<Int16>
@@ -414,6 +431,8 @@ public final class SpeexPreprocessor: AudioHook, @unchecked Sendable {
     public var speechProbability: Int { probability.load(ordering: .relaxed) }
     /// Frames the flag was on so far.
     public var voiceFrameCount: Int { voiceFrames.load(ordering: .relaxed) }
+    /// How long the voice has held (`voiceRun`), in audio time (zero: off); any thread.
+    public var voiceHeld: Duration { .milliseconds(Int64(voiceRun.load(ordering: .relaxed)) &* 10) }
 
     #if RT_AUDIT
     @_noLocks
@@ -421,19 +440,49 @@ public final class SpeexPreprocessor: AudioHook, @unchecked Sendable {
     public func process(_ samples: UnsafeMutableBufferPointer<Int16>, _ info: FrameInfo) -> HookVerdict {
         guard info.channels == 1, info.sampleRate == rate, info.sampleCount == frameSamples,
               samples.count >= frameSamples, let base = samples.baseAddress else { return .pass }
+        let inputEnergy = Self.energy(base, frameSamples)
+        let output: UnsafeMutablePointer<Int16>
         if suppresses {
             _ = speex_preprocess_run(state, base)
+            output = base
         } else {
             // The probability comes only from a full run: on a copy, so the frame stays.
             scratch.update(from: base, count: frameSamples)
             _ = speex_preprocess_run(state, scratch)
+            output = scratch
         }
+        // speexdsp's probability does not tell the user from the echo left behind the
+        // canceller (its flag held on through echo alone for up to 1.6 s after
+        // convergence, VoiceFlagBehindEchoTests): a frame the suppressors cut by more
+        // than 6 dB was mostly echo, and one near the floor is noise or residue.
+        let outputEnergy = Self.energy(output, frameSamples)
+        floorEnergy = min(outputEnergy, floorEnergy &+ floorEnergy >> 6 &+ 1)
+        let kept = outputEnergy &* Self.keptPowerRatio >= lastInputEnergy && outputEnergy >= floorEnergy &* Self.standOutRatio
+        lastInputEnergy = inputEnergy
         let p = Int(linnet_pre_get_int(state, SPEEX_PREPROCESS_GET_PROB))
         probability.store(p, ordering: .relaxed)
         let was = active.load(ordering: .relaxed)
         let now = was ? p >= 50 : p >= 80
         active.store(now, ordering: .relaxed)
         if now { voiceFrames.store(voiceFrames.load(ordering: .relaxed) &+ 1, ordering: .relaxed) }
+        let run = voiceRun.load(ordering: .relaxed)
+        if now && kept {
+            gapFrames = 0
+            voiceRun.store(run &+ 1, ordering: .relaxed)
+        } else if run > 0 && gapFrames < Self.bridgedFrames {
+            gapFrames &+= 1
+            voiceRun.store(run &+ 1, ordering: .relaxed)
+        } else {
+            gapFrames = 0
+            voiceRun.store(0, ordering: .relaxed)
+        }
         return .pass
+    }
+
+    @inline(__always)
+    static func energy(_ p: UnsafeMutablePointer<Int16>, _ n: Int) -> Int {
+        var e = 0
+        for i in 0..<n { let x = Int(p[i]); e &+= x &* x }
+        return e
     }
 }

@@ -41,6 +41,8 @@ public final class AudioIO {
     let frameSamples: Int
     let mute: MuteGate
     let meter: LevelMeter?
+    /// With `voice-flag`: the preprocessor whose voice flag drives Linnet's barge-in.
+    let voice: SpeexPreprocessor?
     /// `--output`, when the speaker is a WAV file.
     let outputPath: String?
     var frame: [Int16]
@@ -61,7 +63,7 @@ public final class AudioIO {
     private(set) var incomplete: String?
 
     init(loop: EventLoop, duplex: DuplexAudio?, generator: FrameSource?, frameClock: FrameClock = .standard,
-         mute: MuteGate, meter: LevelMeter?, outputPath: String? = nil) {
+         mute: MuteGate, meter: LevelMeter?, voice: SpeexPreprocessor? = nil, outputPath: String? = nil) {
         self.loop = loop
         self.duplex = duplex
         self.generator = generator
@@ -70,6 +72,7 @@ public final class AudioIO {
         frameSamples = frameClock.samples
         self.mute = mute
         self.meter = meter
+        self.voice = voice
         self.outputPath = outputPath
         frame = [Int16](repeating: 0, count: frameClock.samples)
         clock = UplinkClock(frameDuration: frameClock.duration)
@@ -138,7 +141,8 @@ public final class AudioIO {
             }
         }
         return AudioIO(loop: loop, duplex: duplex, generator: stand, frameClock: frameClock,
-                       mute: hooks?.mute ?? MuteGate(), meter: hooks?.meter, outputPath: config.output)
+                       mute: hooks?.mute ?? MuteGate(), meter: hooks?.meter,
+                       voice: hooks?.voiceFlag == true ? hooks?.preprocessor : nil, outputPath: config.output)
     }
 
     func start() throws(CLIFailure) {

@@ -120,6 +120,11 @@ public final class Runtime {
                              pushToTalk: config.effectiveTurnDetection == .ptt, turnDetectionName: config.effectiveTurnDetection.rawValue,
                              realtime: realtime, peer: peer)
         settings.halfDuplex = config.effectiveDuplex == .half
+        // Linnet's own barge-in needs the flag to hear the user and not the assistant:
+        // only behind the echo canceller, in full duplex, in voice mode.
+        if config.effectiveTurnDetection == .vad, config.effectiveDuplex == .full, config.aec, config.voiceFlag, config.bargeInMS > 0 {
+            settings.localBargeIn = .milliseconds(Int64(config.bargeInMS))
+        }
         settings.carryTurns = config.carryTurns
         settings.hangupURL = config.hangupURL
         return settings
@@ -128,8 +133,12 @@ public final class Runtime {
     // MARK: Start and stop
 
     public func start() throws(CLIFailure) {
+        let voice = core.settings.localBargeIn != nil ? audio.voice : nil
         audio.onFrame = { frame in
             self.feedAudioCounters()
+            // The capture thread's flag, read from its atomic (the thread itself only
+            // stores it): first, so a barge-in's flush comes before this frame goes.
+            if let voice { self.core.localVoice(heldFor: voice.voiceHeld, now: self.loop.now) }
             frame.withUnsafeBufferPointer { self.core.uplink($0, now: self.loop.now) }
             self.drive()
         }

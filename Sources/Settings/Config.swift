@@ -195,6 +195,9 @@ public struct Config: Sendable, Equatable {
     public var aecSuppressDB = 0
     public var noiseSuppressDB = 0
     public var voiceFlag = false
+    /// `barge-in-ms`: how long Linnet's voice flag must hold over the assistant to cut it
+    /// (voice mode, full duplex with aec and voice-flag); 0: off.
+    public var bargeInMS = 0
     /// `linnet audio`'s offline echo reference: what the speaker played.
     public var reference: String? = nil
     public var bitrate = 0

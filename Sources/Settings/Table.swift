@@ -120,6 +120,10 @@ extension SettingsTable {
                   "full: the microphone stays open while the assistant speaks (barge-in); half: silence is sent meanwhile (default full with aec, else half)") {
             $0.duplex = $1
         },
+        .value("barge-in-ms", .whole(0...2_000, "0 (off) or a whole number of milliseconds from 1 to 2000", metavar: "MS"), .session, .agent,
+               default: "200", "voice mode with aec and voice-flag: the user's voice held this long over the assistant cuts it at once (0: only the provider's VAD)") {
+            $0.bargeInMS = $1
+        },
         .value("max-session-minutes", .whole(1...1440, "a whole number of minutes from 1 to 1440"), .session, .agent, default: "60",
                "the provider's session limit (the agent rolls over to a new session before it)") { $0.maxSessionMinutes = $1 },
         .optional("max-session-seconds", .whole(10...86_400, "a whole number of seconds from 10 to 86400"), .session, .agent,

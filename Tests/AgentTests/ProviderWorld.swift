@@ -158,6 +158,10 @@ final class ProviderWorld {
     var frameIndex = 0
     /// Frames the core sent on while a session carried the audio.
     var framesOffered = 0
+    /// Linnet's voice flag, on since then (nil: off): reported before each uplink frame
+    /// as linnet's Runtime does (`localVoice`), held for the time it has been on.
+    var voiceSince: Instant?
+    func voice(_ on: Bool) { voiceSince = on ? (voiceSince ?? now) : nil }
 
     // Scheduled actions (faults, presses) in time order.
     var scheduled: [(at: Instant, order: Int, action: (ProviderWorld) -> Void)] = []
@@ -391,6 +395,7 @@ final class ProviderWorld {
         frameIndex += 1
         let before = core.activePeer?.stats.rtpSent ?? 0
         let active = core.activeID
+        core.localVoice(heldFor: voiceSince.map { now - $0 } ?? .zero, now: now)
         frame.withUnsafeBufferPointer { core.uplink($0, now: now) }
         if let active, core.activeID == active, let p = core.activePeer, p.stats.rtpSent > before { framesOffered += 1 }
         drive()

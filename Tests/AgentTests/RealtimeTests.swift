@@ -1120,3 +1120,55 @@ private enum Fixture {
         #expect(out == [.event(.speaking(false)), .flushPlayback])
     }
 }
+
+// MARK: Local barge-in
+
+/// `localSpeech`: Linnet's own voice flag cut the assistant in voice mode (AgentCore
+/// debounces the flag; LocalBargeInTests drive it end to end).
+@Suite struct RealtimeLocalSpeechTests {
+    @Test("voice mode, a response in progress: response.cancel, output_audio_buffer.clear, flush")
+    func cutsTheResponse() throws {
+        var c = opened(RealtimeSettings(turnDetection: .vad))
+        _ = receive(&c, Fixture.responseCreated)
+        _ = receive(&c, Fixture.audioStarted)
+        let cut = c.localSpeech(now: at(100))
+        #expect(cut)
+        let out = drain(&c)
+        // No input_audio_buffer.clear: in voice mode the user's words are in it.
+        #expect(types(try sent(out)) == ["response.cancel", "output_audio_buffer.clear"])
+        #expect(events(out) == [.speaking(false)])
+        #expect(out.last == .flushPlayback)
+        // The server's answers and a late started of the cancelled response.
+        var late = receive(&c, Fixture.responseCancelled)
+        late += receive(&c, Fixture.audioCleared)
+        late += receive(&c, Fixture.audioStarted)
+        #expect(late == [.flushPlayback] && !c.isAssistantSpeaking)
+        // Once cut, nothing more to cut.
+        let again = c.localSpeech(now: at(200))
+        #expect(!again && drain(&c).isEmpty)
+        // The server's next response is heard.
+        #expect(events(receive(&c, #"{"type":"response.created","response":{"id":"resp_next"}}"#)) == [.speaking(true)])
+    }
+
+    @Test("after response.done only the audio is cleared; silent: nothing")
+    func noCancelWithoutAResponse() throws {
+        var c = opened(RealtimeSettings(turnDetection: .vad))
+        let silent = c.localSpeech(now: at(0))
+        #expect(!silent && drain(&c).isEmpty)
+        _ = receive(&c, Fixture.responseCreated)
+        _ = receive(&c, Fixture.audioStarted)
+        _ = receive(&c, Fixture.responseDone)
+        let cut = c.localSpeech(now: at(10))
+        #expect(cut)
+        #expect(types(try sent(drain(&c))) == ["output_audio_buffer.clear"])
+    }
+
+    @Test("push-to-talk: the button barges in, local speech sends nothing")
+    func notInPushToTalk() {
+        var c = opened()
+        _ = receive(&c, Fixture.responseCreated)
+        _ = receive(&c, Fixture.audioStarted)
+        let cut = c.localSpeech(now: at(0))
+        #expect(!cut && drain(&c).isEmpty && c.isAssistantSpeaking)
+    }
+}

@@ -191,3 +191,67 @@ func tenths(_ x: Double) -> String {
 }
 
 
+
+/// The voice flag behind the echo canceller, as `run` builds it for barge-in (`aec`,
+/// `aec-suppress-db` 40, `voice-flag`): the longest stretch per second of a call that
+/// the hook's `voiceHeld` (what AgentCore debounces with) reaches, and the longest run
+/// of speexdsp's own flag (`voiceActive`) beside it.
+@Suite struct VoiceFlagBehindEchoTests {
+    func longestHeld(_ s: EchoScenario.Signals, aec: Bool) throws -> (held: [Int], plain: [Int]) {
+        let rate = SampleRate.hz16000
+        let staged = StagedReference()
+        let chain = HookChain()
+        let pre: SpeexPreprocessor
+        if aec {
+            let c = try EchoCanceller(rate: rate, filterMilliseconds: 250, reference: staged)
+            try chain.add(c)
+            pre = try SpeexPreprocessor(rate: rate, echoSuppressDB: 40, echo: c)
+        } else {
+            pre = try SpeexPreprocessor(rate: rate)
+        }
+        try chain.add(pre)
+        let format = try AudioFormat(sampleRate: rate, channels: 1)
+        let n = rate.samplesPerFrame
+        var mic = s.mic
+        var held = [Int](repeating: 0, count: mic.count / 16_000), plain = held
+        var run = 0
+        for f in 0..<(mic.count / n) {
+            let i = f * n
+            s.reference.withUnsafeBufferPointer { staged.stage(UnsafeBufferPointer(rebasing: $0[i..<(i + n)])) }
+            mic.withUnsafeMutableBufferPointer { p in
+                _ = chain.process(UnsafeMutableBufferPointer(rebasing: p[i..<(i + n)]),
+                                  FrameInfo(format: format, sequence: UInt64(f), captureTime: .zero + .milliseconds(Int64(f) * 10)))
+            }
+            run = pre.voiceActive ? run + 10 : 0
+            let second = i / 16_000
+            if second < held.count {
+                held[second] = max(held[second], Int(pre.voiceHeld.milliseconds))
+                plain[second] = max(plain[second], run)
+            }
+        }
+        return (held, plain)
+    }
+
+    /// The assistant speaks alone for 12 s (its echo at −6 dB, 120 ms late, RT60 0.2 s),
+    /// then the user talks over it. From 5 s of far-end speech on (the canceller has
+    /// converged) the echo alone never holds the hook's voice for the 200 ms barge-in
+    /// debounce, though speexdsp's own flag stays on through it for longer; the user's
+    /// voice does hold it. Without the canceller the echo holds it (the control: what
+    /// half duplex is for). Measured on seeds 1–4 while choosing the gate: after
+    /// convergence the echo alone reached 100–250 ms, the user 210–290 ms; before
+    /// convergence (the first 3–4 s) the echo held it for 1–3 s, which is why the core
+    /// waits for 5 s of the assistant's speech first (AgentSettings.localBargeInWarmup).
+    @Test func echoAloneDoesNotHoldTheFlagVoiceDoes() throws {
+        var sc = EchoScenario()
+        sc.noiseDBFS = -60
+        let s = sc.make()
+        let cancelled = try longestHeld(s, aec: true)
+        let raw = try longestHeld(s, aec: false)
+        print("voice held, longest per second (ms): behind aec \(cancelled.held), speexdsp's flag there \(cancelled.plain); without aec \(raw.held)")
+        let converged = cancelled.held[5..<12], user = cancelled.held[12...]
+        #expect(converged.allSatisfy { $0 < 200 }, "echo alone after convergence: \(Array(converged))")
+        #expect(cancelled.plain[5..<12].contains { $0 >= 200 }, "speexdsp's flag alone is held by the echo")
+        #expect(user.contains { $0 >= 200 }, "the user over the echo: \(Array(user))")
+        #expect(raw.held[5..<12].contains { $0 >= 200 }, "uncancelled echo: \(Array(raw.held[5..<12]))")
+    }
+}

@@ -35,4 +35,26 @@ import Wire
         #expect(openai.realtime.transcriptionModel == "gpt-4o-mini-transcribe")
         #expect(!openai.policy.iceRestart)
     }
+
+    /// Linnet's own barge-in is on only in voice mode behind the echo canceller with
+    /// the voice flag (full duplex): `barge-in-ms` 200 by default, 0 turns it off.
+    @Test func localBargeInNeedsVoiceModeAECAndTheFlag() throws {
+        let whip = Route.whip(try HTTPURL("https://provider.test/whip"))
+        func bargeIn(_ change: (inout Config) -> Void) -> Duration? {
+            var c = Config()
+            c.aec = true
+            c.voiceFlag = true
+            change(&c)
+            return Runtime.settings(config: c, route: whip, token: "t", stun: nil, sendOnOpen: []).localBargeIn
+        }
+        #expect(Config().bargeInMS == 200)
+        #expect(bargeIn { _ in } == .milliseconds(200))
+        #expect(bargeIn { $0.bargeInMS = 350 } == .milliseconds(350))
+        #expect(bargeIn { $0.bargeInMS = 0 } == nil)
+        #expect(bargeIn { $0.voiceFlag = false } == nil)
+        #expect(bargeIn { $0.aec = false } == nil)
+        #expect(bargeIn { $0.aec = false; $0.duplex = .full } == nil, "full duplex without a canceller hears itself")
+        #expect(bargeIn { $0.duplex = .half } == nil)
+        #expect(bargeIn { $0.turnDetection = .ptt } == nil)
+    }
 }

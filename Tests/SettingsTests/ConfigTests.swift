@@ -98,6 +98,7 @@ func message(_ body: () throws(ConfigError) -> Config) -> String? {
         noise-suppress-db = 12
         voice-flag = yes
         duplex = full
+        barge-in-ms = 300
         ice-server = turn:turn.example.net:3478?transport=tcp, turns:turn.example.net, stun:[2001:db8::1]:3479
         ice-username = kiosk-17
         ice-credential = s3cret
@@ -130,7 +131,7 @@ func message(_ body: () throws(ConfigError) -> Config) -> String? {
         #expect(c.maxSessionSeconds == 90 && c.maximumSessionSeconds == 90 && c.maxAttempts == 5 && c.loopInput)
         #expect(c.openaiURL.port == 9 && c.send == "/tmp/lines.txt" && c.eventsChannel == "kitchen-events")
         #expect(c.aec && c.aecFilterMS == 300 && c.aecSuppressDB == 30 && c.noiseSuppressDB == 12 && c.voiceFlag)
-        #expect(c.duplex == .full && c.effectiveDuplex == .full)
+        #expect(c.duplex == .full && c.effectiveDuplex == .full && c.bargeInMS == 300)
         #expect(c.iceServers.map(\.description) == ["turn:turn.example.net:3478?transport=tcp", "turns:turn.example.net:5349", "stun:[2001:db8::1]:3479"])
         #expect(c.iceServers.map(\.transport) == [.tcp, .tls, .udp])
         #expect(c.iceUsername == "kiosk-17" && c.iceCredential == "s3cret" && c.iceCredentialFile == "/run/credentials/linnet/ice-credential")

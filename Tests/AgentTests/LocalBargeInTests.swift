@@ -1,0 +1,190 @@
+import Testing
+import Wire
+import JSON
+@testable import Agent
+
+/// Barge-in by Linnet's own voice flag (issue 15): voice mode, full duplex, the OpenAI
+/// route's events. The world reports the flag before every uplink frame (20 ms) as
+/// linnet's Runtime does; the scripted provider starts responses on the events channel
+/// and records what the device sends. Time is the world's manual clock.
+@Suite struct LocalBargeInTests {
+    struct Setup {
+        var pushToTalk = false
+        var halfDuplex = false
+        var bargeIn: Duration? = .milliseconds(200)
+        /// Zero here; its own test below.
+        var warmup = Duration.zero
+    }
+
+    func types(_ messages: ArraySlice<String>) -> [String] {
+        messages.compactMap { (try? JSONValue.parse(Array($0.utf8)))?["type"]?.string }
+    }
+
+    func world(_ setup: Setup = Setup()) throws -> (ProviderWorld, WorldProvider.Session) {
+        var o = ProviderWorld.Options()
+        o.route = .openai
+        o.pushToTalk = setup.pushToTalk
+        o.configure = {
+            $0.halfDuplex = setup.halfDuplex
+            $0.localBargeIn = setup.bargeIn
+            $0.localBargeInWarmup = setup.warmup
+        }
+        let w = try ProviderWorld(o)
+        w.provider.onMessage = WorldProvider.realtimeScript
+        w.startCore()
+        try #require(w.run(within: .seconds(5)) { w.records("provider_session").contains { $0["state"]?.string == "updated" } } != nil)
+        w.run(for: .milliseconds(100))
+        return (w, try #require(w.provider.sessionOfCore[1]))
+    }
+
+    /// The provider says `events` on the events channel (they land 10 ms later).
+    func say(_ w: ProviderWorld, _ s: WorldProvider.Session, _ events: [String]) throws {
+        let peer = try #require(s.peer), channel = try #require(s.channel)
+        for e in events { try peer.send(channel: channel, text: e, now: w.now) }
+        w.provider.drain(s)
+    }
+
+    func speaking(_ id: String) -> [String] {
+        [#"{"type":"response.created","response":{"id":"\#(id)","status":"in_progress","output":[]}}"#,
+         #"{"type":"output_audio_buffer.started","response_id":"\#(id)"}"#]
+    }
+
+    /// Voice held for `on`, then off, reported frame by frame.
+    func voice(_ w: ProviderWorld, for on: Duration) {
+        w.voice(true)
+        w.run(for: on)
+        w.voice(false)
+    }
+
+    @Test func voiceOverTheAssistantCutsItOnceAtTheDebounce() throws {
+        let (w, p) = try world()
+        try say(w, p, speaking("resp_1"))
+        w.run(for: .milliseconds(100))
+        #expect(w.core.assistantSpeaking)
+        let base = p.messages.count
+        w.voice(true)
+        let on = w.now
+        w.run(for: .milliseconds(180))
+        #expect(w.flushes.isEmpty && types(p.messages[base...]).isEmpty, "not before the debounce")
+        w.run(for: .milliseconds(820))  // the voice goes on for a second in all
+        #expect(types(p.messages[base...]) == ["response.cancel", "output_audio_buffer.clear"])
+        let cut = try #require(w.records("barge_in").first)
+        #expect(w.records("barge_in").count == 1 && cut["source"]?.string == "voice_flag")
+        // The playback is flushed at the same instant the cancel goes, within one
+        // uplink frame of the 200 ms.
+        #expect(w.flushes.count == 1 && w.flushes.first?.at == cut.at && w.flushes.first?.session == 1)
+        #expect(cut.at - on >= .milliseconds(200) && cut.at - on <= .milliseconds(220), "\(cut.at - on)")
+        #expect(!w.core.assistantSpeaking)
+        // A late started of the cancelled response does not bring it back.
+        try say(w, p, [#"{"type":"output_audio_buffer.started","response_id":"resp_1"}"#])
+        w.run(for: .milliseconds(100))
+        #expect(!w.core.assistantSpeaking)
+        // The user pauses; the next response is cut by the next stretch of voice.
+        w.voice(false)
+        w.run(for: .milliseconds(100))
+        try say(w, p, speaking("resp_2"))
+        w.run(for: .milliseconds(100))
+        #expect(w.core.assistantSpeaking)
+        voice(w, for: .milliseconds(300))
+        #expect(types(p.messages[base...]) == ["response.cancel", "output_audio_buffer.clear", "response.cancel", "output_audio_buffer.clear"])
+        #expect(w.flushes.count == 2 && w.records("barge_in").count == 2)
+        #expect(w.problems.isEmpty, "\(w.problems)")
+    }
+
+    @Test func blipsShorterThanTheDebounceDoNothing() throws {
+        let (w, p) = try world()
+        try say(w, p, speaking("resp_1"))
+        w.run(for: .milliseconds(100))
+        let base = p.messages.count
+        for _ in 0..<5 {
+            voice(w, for: .milliseconds(150))
+            w.run(for: .milliseconds(40))
+        }
+        #expect(types(p.messages[base...]).isEmpty && w.flushes.isEmpty && w.records("barge_in").isEmpty)
+        #expect(w.core.assistantSpeaking)
+    }
+
+    @Test func afterResponseDoneOnlyTheAudioIsCleared() throws {
+        let (w, p) = try world()
+        try say(w, p, speaking("resp_1") + [#"{"type":"response.done","response":{"id":"resp_1","status":"completed","output":[]}}"#])
+        w.run(for: .milliseconds(100))
+        #expect(w.core.assistantSpeaking, "its audio still plays")
+        let base = p.messages.count
+        voice(w, for: .milliseconds(300))
+        #expect(types(p.messages[base...]) == ["output_audio_buffer.clear"], "no response.cancel: no response is active")
+        #expect(w.flushes.count == 1 && !w.core.assistantSpeaking)
+    }
+
+    @Test func nothingWhileTheAssistantIsSilent() throws {
+        let (w, p) = try world()
+        let base = p.messages.count
+        voice(w, for: .seconds(1))
+        #expect(types(p.messages[base...]).isEmpty && w.flushes.isEmpty && w.records("barge_in").isEmpty)
+    }
+
+    @Test(arguments: ["half duplex", "push-to-talk", "muted", "off"])
+    func neverWhere(_ case_: String) throws {
+        var setup = Setup()
+        switch case_ {
+        case "half duplex": setup.halfDuplex = true
+        case "push-to-talk": setup.pushToTalk = true
+        case "off": setup.bargeIn = nil
+        default: break
+        }
+        let (w, p) = try world(setup)
+        if case_ == "muted" {
+            w.core.talk(true, now: w.now)  // voice mode: the button mutes
+            w.drive()
+            #expect(w.core.muted)
+        }
+        try say(w, p, speaking("resp_1"))
+        w.run(for: .milliseconds(100))
+        #expect(w.core.assistantSpeaking)
+        let base = p.messages.count
+        voice(w, for: .seconds(1))
+        #expect(types(p.messages[base...]).isEmpty && w.flushes.isEmpty && w.records("barge_in").isEmpty, "\(case_)")
+        #expect(w.core.assistantSpeaking)
+    }
+
+    @Test func voiceFromBeforeTheAnswerCountsFromItsStart() throws {
+        let (w, p) = try world()
+        w.voice(true)
+        w.run(for: .seconds(1))
+        let base = p.messages.count
+        try say(w, p, speaking("resp_1"))
+        let started = try #require(w.run(within: .milliseconds(100)) { w.core.assistantSpeaking })
+        w.run(for: .milliseconds(400))
+        #expect(types(p.messages[base...]) == ["response.cancel", "output_audio_buffer.clear"])
+        let cut = try #require(w.flushes.first?.at)
+        #expect(cut - started >= .milliseconds(200) && cut - started <= .milliseconds(220), "\(cut - started)")
+    }
+
+    /// Until the assistant has spoken for the warm-up in all (the canceller converging
+    /// on its first answers), the voice flag cuts nothing; speech of earlier answers
+    /// counts toward it.
+    @Test func notBeforeTheWarmUp() throws {
+        var setup = Setup()
+        setup.warmup = .seconds(1)
+        let (w, p) = try world(setup)
+        // A first answer of 600 ms, heard to its end with the voice flag on.
+        try say(w, p, speaking("resp_1"))
+        let first = try #require(w.run(within: .milliseconds(100)) { w.core.assistantSpeaking })
+        let base = p.messages.count
+        voice(w, for: .milliseconds(600) - (w.now - first))
+        try say(w, p, [#"{"type":"output_audio_buffer.stopped","response_id":"resp_1"}"#,
+                       #"{"type":"response.done","response":{"id":"resp_1","status":"completed","output":[]}}"#])
+        _ = w.run(within: .milliseconds(100)) { !w.core.assistantSpeaking }
+        #expect(types(p.messages[base...]).isEmpty && w.flushes.isEmpty)
+        // The second answer: 400 ms more make the second of warm-up; the voice held
+        // since its start cuts it then.
+        try say(w, p, speaking("resp_2"))
+        let second = try #require(w.run(within: .milliseconds(100)) { w.core.assistantSpeaking })
+        w.voice(true)
+        w.run(for: .milliseconds(800))
+        #expect(types(p.messages[base...]) == ["response.cancel", "output_audio_buffer.clear"])
+        let cut = try #require(w.flushes.first?.at)
+        let spokenFirst = Duration.milliseconds(600)
+        #expect(cut - second >= .seconds(1) - spokenFirst - .milliseconds(20) && cut - second <= .seconds(1) - spokenFirst + .milliseconds(40),
+                "\(cut - second)")
+    }
+}
