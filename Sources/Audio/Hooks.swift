@@ -425,7 +425,8 @@ public final class AutomaticGainControl: AudioHook, @unchecked Sendable {
     @_optimize(speed)
     public func process(_ samples: UnsafeMutableBufferPointer<Int16>, _ info: FrameInfo) -> HookVerdict {
         let frame = UnsafeMutableBufferPointer(rebasing: samples[0..<min(info.sampleCount, samples.count)])
-        let e = energy(frame)
+        let cached = cachedLevels(info)
+        let e = cached?.energy ?? energy(frame)
         var g = state.pointee.gainLog2Q24
         if e > 0 {
             let level = meanSquareLog2Q16(energy: e, count: frame.count)
@@ -436,7 +437,12 @@ public final class AutomaticGainControl: AudioHook, @unchecked Sendable {
             }
         }
         let newGain = FixedGain(log2Q16: Int32(truncatingIfNeeded: (g &+ 128) &>> 8))
-        applyGainRamp(frame, channels: info.channels, from: state.pointee.gain, to: newGain)
+        let oldGain = state.pointee.gain
+        // (Locals only in the condition: an `&&` over `state` would capture self.)
+        if let cached, newGain == .unity && oldGain == .unity {
+            publishLevels(info, peak: cached.peak, energy: cached.energy) // unity: unchanged
+        }
+        applyGainRamp(frame, channels: info.channels, from: oldGain, to: newGain)
         state.pointee.gainLog2Q24 = g
         state.pointee.gain = newGain
         return .pass
@@ -500,7 +506,8 @@ public final class NoiseGate: AudioHook, @unchecked Sendable {
     @_optimize(speed)
     public func process(_ samples: UnsafeMutableBufferPointer<Int16>, _ info: FrameInfo) -> HookVerdict {
         let frame = UnsafeMutableBufferPointer(rebasing: samples[0..<min(info.sampleCount, samples.count)])
-        let e = energy(frame)
+        let cached = cachedLevels(info)
+        let e = cached?.energy ?? energy(frame)
         let g0 = state.pointee.gainQ15
         var g1: Int32
         // (No `&&`: its autoclosure captures self, which the RT audit counts as a retain.)
@@ -520,6 +527,9 @@ public final class NoiseGate: AudioHook, @unchecked Sendable {
         if g0 == 0 && g1 == 0 {
             zeroFrame(frame)
             return .silence
+        }
+        if let cached, g0 == 32768 && g1 == 32768 {
+            publishLevels(info, peak: cached.peak, energy: cached.energy) // open: unchanged
         }
         applyGainRamp(frame, channels: info.channels, from: FixedGain(mantissa: g0, shift: 15),
                       to: FixedGain(mantissa: g1, shift: 15))
@@ -601,7 +611,18 @@ public final class Limiter: AudioHook, @unchecked Sendable {
     @_optimize(speed)
     public func process(_ samples: UnsafeMutableBufferPointer<Int16>, _ info: FrameInfo) -> HookVerdict {
         let frame = UnsafeMutableBufferPointer(rebasing: samples[0..<min(info.sampleCount, samples.count)])
-        let peak = peakAndEnergy(frame).peak
+        // The peak from the chain's cache if the hook before measured this frame; in a
+        // chain otherwise peak and energy in one pass, for the hooks after it (the meter).
+        var peak: Int32
+        var e: Int64 = -1
+        if let l = cachedLevels(info) {
+            peak = l.peak
+            e = l.energy
+        } else if hasLevelCache(info) {
+            (peak, e) = peakAndEnergy(frame)
+        } else {
+            peak = Audio.peak(frame)
+        }
         let g0 = state.pointee.gainQ15
         let released = g0 &+ mul16x16Q15(32768 &- g0, releaseQ15)
         var direct = !lookahead
@@ -609,6 +630,8 @@ public final class Limiter: AudioHook, @unchecked Sendable {
         if direct {
             let g1 = min(needed(peak), released)
             state.pointee.gainQ15 = g1
+            // At unity throughout the frame is unchanged: its levels stay valid.
+            if g0 == 32768 && g1 == 32768 && e >= 0 { publishLevels(info, peak: peak, energy: e) }
             if g1 < g0 {
                 applyGain(frame, FixedGain(mantissa: g1, shift: 15))
             } else {
@@ -660,7 +683,10 @@ public final class LevelMeter: AudioHook, @unchecked Sendable {
     @_optimize(speed)
     public func process(_ samples: UnsafeMutableBufferPointer<Int16>, _ info: FrameInfo) -> HookVerdict {
         let frame = UnsafeMutableBufferPointer(rebasing: samples[0..<min(info.sampleCount, samples.count)])
-        let (peak, e) = peakAndEnergy(frame)
+        // Measured by the hook before (and the frame unchanged since) or here; either
+        // way unchanged for the hook after.
+        let (peak, e) = cachedLevels(info) ?? peakAndEnergy(frame)
+        publishLevels(info, peak: peak, energy: e)
         // E·256/n ≤ 2^30·256 = 2^38: fits the low 48 bits.
         let msQ8 = frame.count > 0 ? UInt64(e &<< 8) / UInt64(frame.count) : 0
         reading.store(UInt64(peak) &<< 48 | msQ8, ordering: .relaxed)
@@ -711,6 +737,8 @@ public final class MuteGate: AudioHook, @unchecked Sendable {
         }
         if m != was {
             applyGainRamp(frame, channels: info.channels, from: m ? .unity : .zero, to: m ? .zero : .unity)
+        } else if let l = cachedLevels(info) {
+            publishLevels(info, peak: l.peak, energy: l.energy) // unmuted: unchanged
         }
         return .pass
     }

@@ -89,3 +89,67 @@ private func referenceRemoveDC4(_ x: UnsafeMutablePointer<Int16>, blocks: Int, k
         }
     }
 }
+
+/// Halves every sample: a user hook between built-in ones, which changes the frame
+/// without knowing of the chain's level cache.
+private final class HalvingHook: AudioHook {
+    func process(_ samples: UnsafeMutableBufferPointer<Int16>, _ info: FrameInfo) -> HookVerdict {
+        for i in samples.indices { samples[i] /= 2 }
+        return .pass
+    }
+}
+
+@Suite struct LevelSharingTests {
+    static func hooks(agcAndGate: Bool) throws -> [any AudioHook] {
+        var h: [any AudioHook] = [try HighPassFilter(cutoffHz: 80)]
+        if agcAndGate { h += [try AutomaticGainControl(), try NoiseGate()] }
+        h += [try Limiter(), HalvingHook(), LevelMeter(), MuteGate()]
+        return h
+    }
+
+    /// The hooks in a chain (which shares one frame's peak and energy between them) and
+    /// the same hooks called one by one (each measuring for itself): the same samples,
+    /// verdicts and meter readings every frame, while the user hook between the limiter
+    /// and the meter is switched on and off and the mute gate toggles.
+    @Test(arguments: [false, true])
+    func chainMatchesHooksRunAlone(agcAndGate: Bool) throws {
+        let chained = try Self.hooks(agcAndGate: agcAndGate)
+        let alone = try Self.hooks(agcAndGate: agcAndGate)
+        let chain = HookChain()
+        for h in chained { try chain.add(h) }
+        let userIndex = chained.firstIndex { $0 is HalvingHook }!
+        let meterIndex = chained.firstIndex { $0 is LevelMeter }!
+        let muteIndex = chained.firstIndex { $0 is MuteGate }!
+        var mismatches = 0
+        for (c, input) in HookEquivalenceTests.inputs(count: 480 * 100).enumerated() {
+            // A session per input (the limiter starts at unity again after full scale).
+            chain.start(.standard)
+            for h in alone { h.captureDidStart(.standard) }
+            for f in 0..<100 {
+                let seq = UInt64(c * 100 + f)
+                let userOn = (f / 7) % 2 == 0
+                let muted = (f / 23) % 2 == 1
+                try chain.setEnabled(chained[userIndex], userOn)
+                (chained[muteIndex] as! MuteGate).setMuted(muted)
+                (alone[muteIndex] as! MuteGate).setMuted(muted)
+                var a = Array(input[(f * 480)..<((f + 1) * 480)])
+                var b = a
+                let info = frameInfo(seq: seq)
+                let va = a.withUnsafeMutableBufferPointer { chain.process($0, info) }
+                var vb = HookVerdict.pass
+                b.withUnsafeMutableBufferPointer { p in
+                    for (i, h) in alone.enumerated() where i != userIndex || userOn {
+                        if h.process(p, info) == .silence {
+                            for j in p.indices { p[j] = 0 }
+                            vb = .silence
+                        }
+                    }
+                }
+                let ma = chained[meterIndex] as! LevelMeter, mb = alone[meterIndex] as! LevelMeter
+                if a != b || va != vb || ma.peak != mb.peak || ma.meanSquare != mb.meanSquare { mismatches += 1 }
+            }
+        }
+        #expect(mismatches == 0)
+        chain.stop()
+    }
+}
