@@ -110,6 +110,40 @@ func log2Q16(_ x: UInt64) -> Int32 {
     return Int32(truncatingIfNeeded: (Int64(top) &<< 16) &+ ((p &+ 0x2000) &>> 14))
 }
 
+/// The peak and energy of the frame as it is between two hooks of a `HookChain`, so a
+/// hook that needs them (limiter, meter, AGC, noise gate) does not measure a frame the
+/// hook before it measured and left unchanged. Valid only under its stamp: the chain
+/// gives each hook it calls the next stamp (one more than the hook before it in the
+/// same frame, and every stamp is used once), so levels are read only if the hook just
+/// before wrote them for the frame it handed on. A hook that changes the samples writes
+/// nothing (or the levels of what it wrote), hooks that know nothing of the cache (user
+/// hooks) write nothing, and a `.silence` verdict makes the chain store the zeroed
+/// frame's levels. Whichever hooks are on, a stale value is never read.
+struct FrameLevels {
+    var stamp: UInt64
+    var peak: Int32
+    var energy: Int64
+}
+
+/// The frame's levels if the chain's cache holds them for this hook's input.
+@inline(__always)
+func cachedLevels(_ info: FrameInfo) -> (peak: Int32, energy: Int64)? {
+    guard let l = UnsafeMutablePointer<FrameLevels>(bitPattern: info.levelsAddress),
+          l.pointee.stamp == info.levelsStamp else { return nil }
+    return (l.pointee.peak, l.pointee.energy)
+}
+
+/// Records `levels` as those of the frame this hook hands on (its output).
+@inline(__always)
+func publishLevels(_ info: FrameInfo, peak: Int32, energy: Int64) {
+    guard let l = UnsafeMutablePointer<FrameLevels>(bitPattern: info.levelsAddress) else { return }
+    l.pointee = FrameLevels(stamp: info.levelsStamp &+ 1, peak: peak, energy: energy)
+}
+
+/// Whether the hook runs inside a chain with a level cache.
+@inline(__always)
+func hasLevelCache(_ info: FrameInfo) -> Bool { info.levelsAddress != 0 }
+
 /// Level measurements of a frame: the largest magnitude and the sum of squares.
 @inline(__always)
 @_optimize(speed)

@@ -67,6 +67,11 @@ public struct FrameInfo: Sendable, Equatable {
     public let sequence: UInt64
     /// When the frame's first sample was captured, on the monotonic clock.
     public let captureTime: Instant
+    /// Inside a `HookChain`: the address of its per-frame level cache (`FrameLevels`)
+    /// and the stamp under which this hook may read it; 0 and 0 outside a chain. Not
+    /// part of equality.
+    var levelsAddress: UInt = 0
+    var levelsStamp: UInt64 = 0
 
     public init(format: AudioFormat, samplesPerChannel: Int, sequence: UInt64, captureTime: Instant) {
         self.format = format
@@ -78,6 +83,11 @@ public struct FrameInfo: Sendable, Equatable {
     /// A full 10 ms frame of `format`.
     public init(format: AudioFormat, sequence: UInt64, captureTime: Instant) {
         self.init(format: format, samplesPerChannel: format.samplesPerChannel, sequence: sequence, captureTime: captureTime)
+    }
+
+    public static func == (a: FrameInfo, b: FrameInfo) -> Bool {
+        a.format == b.format && a.samplesPerChannel == b.samplesPerChannel && a.sequence == b.sequence
+            && a.captureTime == b.captureTime
     }
 
     public var sampleRate: SampleRate { format.sampleRate }

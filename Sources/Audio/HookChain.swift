@@ -34,7 +34,15 @@ public typealias PlaybackHook = AudioHook
 /// `Unmanaged`, so calling it costs no retain/release.
 final class HookBox {
     let hook: any AudioHook
-    init(_ hook: any AudioHook) { self.hook = hook }
+    /// A built-in hook that reads and keeps the chain's level cache correctly
+    /// (FrameLevels). Others (user hooks, which may also run built-in hooks inside
+    /// themselves, and hooks that hand frames to other threads) get no cache.
+    let sharesLevels: Bool
+    init(_ hook: any AudioHook) {
+        self.hook = hook
+        sharesLevels = hook is HighPassFilter || hook is AutomaticGainControl || hook is NoiseGate
+            || hook is Limiter || hook is LevelMeter || hook is MuteGate
+    }
 }
 
 // The calls into user hooks are the one place the audio thread leaves code the compiler
@@ -62,6 +70,7 @@ func callStop(_ box: HookBox, _ format: AudioFormat) {
 struct ChainEntry {
     let box: Unmanaged<HookBox>
     let enabled: Bool
+    let sharesLevels: Bool
     var started: Bool
 }
 
@@ -77,6 +86,8 @@ struct ChainAudioState {
     var current: UnsafeMutablePointer<ChainSnapshot>
     var running: Bool
     var format: AudioFormat
+    /// The last stamp handed to a hook (FrameLevels); only ever grows.
+    var stamp: UInt64
 }
 
 /// An ordered list of hooks run on the audio thread, edited from another thread while
@@ -108,6 +119,8 @@ public final class HookChain: @unchecked Sendable {
     private let published: Atomic<UInt>
     private let acknowledged = Atomic<UInt64>(0)
     private let audio: UnsafeMutablePointer<ChainAudioState>
+    /// The per-frame level cache the hooks share (see FrameLevels).
+    private let levels: UnsafeMutablePointer<FrameLevels>
 
     private struct Registration {
         let box: HookBox
@@ -129,19 +142,23 @@ public final class HookChain: @unchecked Sendable {
         live.append(LiveSnapshot(pointer: first, boxes: []))
         nextGeneration = 1
         audio = .allocate(capacity: 1)
-        audio.initialize(to: ChainAudioState(current: first, running: false, format: .standard))
+        audio.initialize(to: ChainAudioState(current: first, running: false, format: .standard, stamp: 0))
+        levels = .allocate(capacity: 1)
+        levels.initialize(to: FrameLevels(stamp: 0, peak: 0, energy: 0))
     }
 
     /// The audio thread must have stopped calling the chain.
     deinit {
         for s in live { HookChain.free(s.pointer) }
         audio.deallocate()
+        levels.deallocate()
     }
 
     private static func makeSnapshot(generation: UInt64, registrations: [Registration]) -> UnsafeMutablePointer<ChainSnapshot> {
         let entries = UnsafeMutablePointer<ChainEntry>.allocate(capacity: max(registrations.count, 1))
         for (i, r) in registrations.enumerated() {
-            (entries + i).initialize(to: ChainEntry(box: .passUnretained(r.box), enabled: r.enabled, started: false))
+            (entries + i).initialize(to: ChainEntry(box: .passUnretained(r.box), enabled: r.enabled,
+                                                        sharesLevels: r.box.sharesLevels, started: false))
         }
         let s = UnsafeMutablePointer<ChainSnapshot>.allocate(capacity: 1)
         s.initialize(to: ChainSnapshot(generation: generation, count: registrations.count, entries: entries))
@@ -269,17 +286,28 @@ public final class HookChain: @unchecked Sendable {
         let format = audio.pointee.format
         let e = snap.pointee.entries
         var verdict = HookVerdict.pass
+        // Each hook gets the next stamp: the cache, written under no stamp yet handed
+        // out, is invalid for the first hook of the frame.
+        var hookInfo = info
+        let address = UInt(bitPattern: levels)
+        var stamp = audio.pointee.stamp
         for i in 0..<snap.pointee.count where e[i].enabled {
             let box = e[i].box
             if !e[i].started {
                 box._withUnsafeGuaranteedRef { callStart($0, format) }
                 e[i].started = true
             }
-            if box._withUnsafeGuaranteedRef({ callProcess($0, samples, info) }) == .silence {
+            stamp &+= 1
+            hookInfo.levelsStamp = stamp
+            hookInfo.levelsAddress = e[i].sharesLevels ? address : 0
+            if box._withUnsafeGuaranteedRef({ callProcess($0, samples, hookInfo) }) == .silence {
                 zeroFrame(samples)
                 verdict = .silence
+                levels.pointee = FrameLevels(stamp: stamp &+ 1, peak: 0, energy: 0)
             }
         }
+        // Past the last hook's stamp, so nothing written this frame is valid in the next.
+        audio.pointee.stamp = stamp &+ 1
         if verdict == .silence { zeroFrame(samples) }
         return verdict
     }

@@ -60,6 +60,10 @@ public final class HighPassFilter: AudioHook, @unchecked Sendable {
     /// Per channel: the DC estimate, Q14, and the previous block's last sample.
     private let dcQ14: UnsafeMutablePointer<Int32>
     private let lastSample: UnsafeMutablePointer<Int32>
+    /// removeDC4's block means and steps (allocated here, not on the audio thread).
+    private let scratch: UnsafeMutablePointer<Int32>
+    /// removeDC4's sample weights in a block mean, 2, 2, 2, 1 repeated over a chunk.
+    private let weights: UnsafeMutablePointer<Int16>
 
     /// - cutoffHz: 1…1000 Hz (default 20 Hz: DC and subsonic rumble).
     public init(cutoffHz: Double = 20) throws(AudioError) {
@@ -81,12 +85,18 @@ public final class HighPassFilter: AudioHook, @unchecked Sendable {
         dcQ14.initialize(repeating: 0, count: AudioFormat.maxChannels)
         lastSample = .allocate(capacity: AudioFormat.maxChannels)
         lastSample.initialize(repeating: 0, count: AudioFormat.maxChannels)
+        scratch = .allocate(capacity: dc4ScratchCount)
+        scratch.initialize(repeating: 0, count: dc4ScratchCount)
+        weights = .allocate(capacity: 4 * dc4ChunkBlocks)
+        for i in 0..<(4 * dc4ChunkBlocks) { (weights + i).initialize(to: i % 4 == 3 ? 1 : 2) }
     }
 
     deinit {
         designs.deallocate()
         dcQ14.deallocate()
         lastSample.deallocate()
+        scratch.deallocate()
+        weights.deallocate()
     }
 
     /// The pole p of the DC estimate (per sample), for reference implementations.
@@ -139,7 +149,8 @@ public final class HighPassFilter: AudioHook, @unchecked Sendable {
                 removeDC(base, blocks: blocks, blockLength: 8, log2Block: 3, stride: 1,
                          kQ30: design.kQ30, dc: dcQ14, last: lastSample)
             default:
-                removeDC4(base, blocks: blocks, kQ30: design.kQ30, dc: dcQ14, last: lastSample)
+                removeDC4(base, blocks: blocks, kQ30: design.kQ30, dc: dcQ14, last: lastSample, scratch: scratch,
+                          weights: weights)
             }
         } else {
             for c in 0..<channels {
@@ -191,38 +202,90 @@ func removeDC(_ x: UnsafeMutablePointer<Int16>, blocks: Int, blockLength: Int, l
 }
 
 /// `removeDC` for one mono channel in blocks of 4 (the default 80 Hz at 48 kHz), the
-/// same arithmetic with each block as one 4-lane vector: LLVM vectorises the generic
-/// loop's ramp `r += step` into `r0 + step·(1, 2, 3, 4)` with 32-bit lane multiplies,
-/// which x86's baseline SSE2 lacks (three instructions each); here the ramp is built
-/// from the scalar step by shifts and adds. Per 48 kHz frame (bench/audio.sh, kernel
-/// hpf80, -Osize): 17,779 instructions through the strided loop, 7,526 with a constant
-/// B = 4, 5,126 so.
+/// same arithmetic in three passes, so that only the recursion itself is serial:
+/// 1. weighted pair sums of the block means, one packed multiply-add per 8 samples;
+/// 2. the one-pole update, block by block, storing the estimate at each block start;
+/// 3. the ramp between consecutive estimates subtracted from the samples, vectorised
+///    across blocks.
+/// In one pass, every block's sum had to be reduced across a vector and its ramp built
+/// from scalars (x86's baseline SSE2 has no 32-bit lane multiply): 42 instructions a
+/// block. Per 48 kHz frame (bench/audio.sh embedded, kernel hpf80, -Osize): 17,779
+/// instructions through the strided loop, 7,526 with a constant B = 4, 5,126 in one
+/// pass with 4-lane vectors, 4,079 in three. `scratch` holds `dc4ChunkBlocks` blocks'
+/// pair sums and estimates (longer frames go through in chunks); `weights` is the
+/// pattern 2, 2, 2, 1 over a chunk. Bit-exact with the one-pass form
+/// (HookEquivalenceTests keeps that as the reference).
 @inline(__always)
 func removeDC4(_ x: UnsafeMutablePointer<Int16>, blocks: Int, kQ30: Int64,
-               dc: UnsafeMutablePointer<Int32>, last: UnsafeMutablePointer<Int32>) {
+               dc: UnsafeMutablePointer<Int32>, last: UnsafeMutablePointer<Int32>,
+               scratch: UnsafeMutablePointer<Int32>, weights: UnsafePointer<Int16>) {
     var d = dc.pointee
     var xp = last.pointee
-    let raw = UnsafeMutableRawPointer(x)
-    for b in 0..<blocks {
-        let at = b &* 8
-        let v = SIMD4<Int32>(truncatingIfNeeded: raw.loadUnaligned(fromByteOffset: at, as: SIMD4<Int16>.self))
-        let sum = v.wrappedSum()
-        let xl = v[3]
-        // As in removeDC with B = 4 (log2 2): the trapezoidal block mean in Q14, the
-        // one-pole update rounded to a whole step per sample.
-        let meanQ14 = (sum &<< 12) &+ ((xp &- xl) &<< 11)
-        xp = xl
-        let delta = (Int64(meanQ14 &- d) &* kQ30 &+ (1 << 29)) &>> 30
-        let step = Int32(truncatingIfNeeded: (delta &+ 2) &>> 2)
-        let r = d &+ 0x2000
-        let ramp = SIMD4<Int32>(r &+ step, r &+ (step &<< 1), r &+ (step &<< 1) &+ step, r &+ (step &<< 2))
-        let y = (v &- (ramp &>> 14)).clamped(lowerBound: SIMD4(repeating: -32768), upperBound: SIMD4(repeating: 32767))
-        raw.storeBytes(of: SIMD4<Int16>(truncatingIfNeeded: y), toByteOffset: at, as: SIMD4<Int16>.self)
-        d = d &+ (step &<< 2)
+    let pairs = scratch
+    let starts = scratch + 2 &* dc4ChunkBlocks
+    var done = 0
+    while done < blocks {
+        let n = min(blocks &- done, dc4ChunkBlocks)
+        let p = x + done &* 4
+        // 1. Block means in Q14: (Σx + (x₋₁ − x₃)/2)/4 · 2^14 = 2^11·(x₋₁ + 2x₀ + 2x₁ + 2x₂ + x₃).
+        // The weighted pair sums 2x₀ + 2x₁ and 2x₂ + x₃ for every pair in one pass, a
+        // packed multiply-add (x86 `pmaddwd`); |pair| ≤ 3·2^15.
+        for k in 0..<(n &* 2) {
+            pairs[k] = Int32(p[2 &* k]) &* Int32(weights[2 &* k]) &+ Int32(p[2 &* k &+ 1]) &* Int32(weights[2 &* k &+ 1])
+        }
+        // 2. The recursion, storing each block's starting estimate; x₋₁ is the previous
+        // block's last sample. The mean is within ±2^18 before the shift, ±2^29 after.
+        // The one-pass form rounds twice, δ = (v·k + 2^29) >> 30 and step = (δ + 2) >> 2;
+        // floor((floor(a/2^30) + 2)/4) = floor((a + 2^31)/2^32) for an integer a, so one
+        // shift gives the same step. |v| ≤ 2^30, k ≤ 2^30: v·k + 2^31 fits in 64 bits.
+        let rounding: Int64 = (1 << 29) &+ (1 << 31)
+        var b = 0
+        while b &+ 2 <= n { // two blocks an iteration: half the loop overhead
+            let mean0 = (pairs[2 &* b] &+ pairs[2 &* b &+ 1] &+ xp) &<< 11
+            let mean1 = (pairs[2 &* b &+ 2] &+ pairs[2 &* b &+ 3] &+ Int32(p[4 &* b &+ 3])) &<< 11
+            xp = Int32(p[4 &* b &+ 7])
+            starts[b] = d
+            d = d &+ (Int32(truncatingIfNeeded: (Int64(mean0 &- d) &* kQ30 &+ rounding) &>> 32) &<< 2)
+            starts[b &+ 1] = d
+            d = d &+ (Int32(truncatingIfNeeded: (Int64(mean1 &- d) &* kQ30 &+ rounding) &>> 32) &<< 2)
+            b &+= 2
+        }
+        if b < n {
+            let meanQ14 = (pairs[2 &* b] &+ pairs[2 &* b &+ 1] &+ xp) &<< 11
+            xp = Int32(p[4 &* b &+ 3])
+            starts[b] = d
+            d = d &+ (Int32(truncatingIfNeeded: (Int64(meanQ14 &- d) &* kQ30 &+ rounding) &>> 32) &<< 2)
+        }
+        starts[n] = d
+        // 3. y = x − (d + 0x2000 + step·(i + 1)) >> 14, saturated, with the step the
+        // exact quarter of the estimate's change over the block (LLVM vectorises it
+        // across blocks). The ramp stays between two consecutive estimates, each in
+        // [−2^29 − 3, 2^29 − 2^14 + 3] (a rounded step towards a block mean in
+        // [−2^29, 2^29 − 2^14]): the additions cannot overflow.
+        for b in 0..<n {
+            let q = p + b &* 4
+            let base = starts[b] &+ 0x2000
+            let step = (starts[b &+ 1] &- starts[b]) &>> 2
+            let r1 = base &+ step
+            let r2 = r1 &+ step
+            let r3 = r2 &+ step
+            let r4 = r3 &+ step
+            q[0] = saturate16(Int32(q[0]) &- (r1 &>> 14))
+            q[1] = saturate16(Int32(q[1]) &- (r2 &>> 14))
+            q[2] = saturate16(Int32(q[2]) &- (r3 &>> 14))
+            q[3] = saturate16(Int32(q[3]) &- (r4 &>> 14))
+        }
+        done &+= n
     }
     dc.pointee = d
     last.pointee = xp
 }
+
+/// Blocks of 4 `removeDC4` handles at once (a 48 kHz mono frame has 120); its scratch
+/// holds two pair sums a block, the estimate at the start of each block and after the
+/// last.
+let dc4ChunkBlocks = 128
+let dc4ScratchCount = 3 * dc4ChunkBlocks + 1
 
 // MARK: - Gain
 
@@ -362,7 +425,8 @@ public final class AutomaticGainControl: AudioHook, @unchecked Sendable {
     @_optimize(speed)
     public func process(_ samples: UnsafeMutableBufferPointer<Int16>, _ info: FrameInfo) -> HookVerdict {
         let frame = UnsafeMutableBufferPointer(rebasing: samples[0..<min(info.sampleCount, samples.count)])
-        let e = energy(frame)
+        let cached = cachedLevels(info)
+        let e = cached?.energy ?? energy(frame)
         var g = state.pointee.gainLog2Q24
         if e > 0 {
             let level = meanSquareLog2Q16(energy: e, count: frame.count)
@@ -373,7 +437,12 @@ public final class AutomaticGainControl: AudioHook, @unchecked Sendable {
             }
         }
         let newGain = FixedGain(log2Q16: Int32(truncatingIfNeeded: (g &+ 128) &>> 8))
-        applyGainRamp(frame, channels: info.channels, from: state.pointee.gain, to: newGain)
+        let oldGain = state.pointee.gain
+        // (Locals only in the condition: an `&&` over `state` would capture self.)
+        if let cached, newGain == .unity && oldGain == .unity {
+            publishLevels(info, peak: cached.peak, energy: cached.energy) // unity: unchanged
+        }
+        applyGainRamp(frame, channels: info.channels, from: oldGain, to: newGain)
         state.pointee.gainLog2Q24 = g
         state.pointee.gain = newGain
         return .pass
@@ -437,7 +506,8 @@ public final class NoiseGate: AudioHook, @unchecked Sendable {
     @_optimize(speed)
     public func process(_ samples: UnsafeMutableBufferPointer<Int16>, _ info: FrameInfo) -> HookVerdict {
         let frame = UnsafeMutableBufferPointer(rebasing: samples[0..<min(info.sampleCount, samples.count)])
-        let e = energy(frame)
+        let cached = cachedLevels(info)
+        let e = cached?.energy ?? energy(frame)
         let g0 = state.pointee.gainQ15
         var g1: Int32
         // (No `&&`: its autoclosure captures self, which the RT audit counts as a retain.)
@@ -457,6 +527,9 @@ public final class NoiseGate: AudioHook, @unchecked Sendable {
         if g0 == 0 && g1 == 0 {
             zeroFrame(frame)
             return .silence
+        }
+        if let cached, g0 == 32768 && g1 == 32768 {
+            publishLevels(info, peak: cached.peak, energy: cached.energy) // open: unchanged
         }
         applyGainRamp(frame, channels: info.channels, from: FixedGain(mantissa: g0, shift: 15),
                       to: FixedGain(mantissa: g1, shift: 15))
@@ -538,7 +611,18 @@ public final class Limiter: AudioHook, @unchecked Sendable {
     @_optimize(speed)
     public func process(_ samples: UnsafeMutableBufferPointer<Int16>, _ info: FrameInfo) -> HookVerdict {
         let frame = UnsafeMutableBufferPointer(rebasing: samples[0..<min(info.sampleCount, samples.count)])
-        let peak = peakAndEnergy(frame).peak
+        // The peak from the chain's cache if the hook before measured this frame; in a
+        // chain otherwise peak and energy in one pass, for the hooks after it (the meter).
+        var peak: Int32
+        var e: Int64 = -1
+        if let l = cachedLevels(info) {
+            peak = l.peak
+            e = l.energy
+        } else if hasLevelCache(info) {
+            (peak, e) = peakAndEnergy(frame)
+        } else {
+            peak = Audio.peak(frame)
+        }
         let g0 = state.pointee.gainQ15
         let released = g0 &+ mul16x16Q15(32768 &- g0, releaseQ15)
         var direct = !lookahead
@@ -546,6 +630,8 @@ public final class Limiter: AudioHook, @unchecked Sendable {
         if direct {
             let g1 = min(needed(peak), released)
             state.pointee.gainQ15 = g1
+            // At unity throughout the frame is unchanged: its levels stay valid.
+            if g0 == 32768 && g1 == 32768 && e >= 0 { publishLevels(info, peak: peak, energy: e) }
             if g1 < g0 {
                 applyGain(frame, FixedGain(mantissa: g1, shift: 15))
             } else {
@@ -597,7 +683,10 @@ public final class LevelMeter: AudioHook, @unchecked Sendable {
     @_optimize(speed)
     public func process(_ samples: UnsafeMutableBufferPointer<Int16>, _ info: FrameInfo) -> HookVerdict {
         let frame = UnsafeMutableBufferPointer(rebasing: samples[0..<min(info.sampleCount, samples.count)])
-        let (peak, e) = peakAndEnergy(frame)
+        // Measured by the hook before (and the frame unchanged since) or here; either
+        // way unchanged for the hook after.
+        let (peak, e) = cachedLevels(info) ?? peakAndEnergy(frame)
+        publishLevels(info, peak: peak, energy: e)
         // E·256/n ≤ 2^30·256 = 2^38: fits the low 48 bits.
         let msQ8 = frame.count > 0 ? UInt64(e &<< 8) / UInt64(frame.count) : 0
         reading.store(UInt64(peak) &<< 48 | msQ8, ordering: .relaxed)
@@ -648,6 +737,8 @@ public final class MuteGate: AudioHook, @unchecked Sendable {
         }
         if m != was {
             applyGainRamp(frame, channels: info.channels, from: m ? .unity : .zero, to: m ? .zero : .unity)
+        } else if let l = cachedLevels(info) {
+            publishLevels(info, peak: l.peak, energy: l.energy) // unmuted: unchanged
         }
         return .pass
     }
