@@ -15,7 +15,7 @@ bin=${1:-$top/build/host/linnet}
 [ -x "$bin" ] || { echo "bench/turn.sh: build the release binary first (make release)" >&2; exit 69; }
 [ "$(id -u)" -eq 0 ] || { echo "bench/turn.sh: skipped (needs root for network namespaces)" >&2; exit 0; }
 command -v turnserver >/dev/null || { echo "bench/turn.sh: skipped (no turnserver: scripts/setup.sh installs coturn)" >&2; exit 0; }
-python=$("$top/Tests/Interop/setup.sh" 2>/dev/null | tail -n1)
+python=${AIORTC_PYTHON:-$("$top/Tests/Interop/setup.sh" 2>/dev/null | tail -n1)}
 work=$(mktemp -d)
 chmod 777 "$work"
 trap 'rm -rf "$work"' EXIT

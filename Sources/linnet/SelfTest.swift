@@ -9,6 +9,7 @@ import DTLS
 import Devices
 import Agent
 import Runtime
+import ICE
 
 enum SelfTest {
     struct Failure: Error {
@@ -147,7 +148,13 @@ enum SelfTest {
         let id = try attempt { () throws(DTLSError) in try Identity(random: random) }
         let fp = try attempt { () throws(DTLSError) in try verifySelfSigned(id.certificateDER) }
         guard fp == id.fingerprint, fp.count == 32 else { throw Failure("fingerprint mismatch") }
-        return "\(mbedtlsVersion), \(id.certificateDER.count)-byte certificate, sha-256 \(id.fingerprintText.prefix(23))..."
+        // TURN's long-term key is MD5(username:realm:password) (RFC 8489 §9.2.2); a
+        // release mbedtls built without MD5 answered every allocation with a 401.
+        // Expected value: Python's hashlib.md5(b"linnet:linnet.test:secret").
+        let key = STUNMessage.longTermKey(username: "linnet", realm: "linnet.test", password: "secret")
+        let hex = key.map { String($0, radix: 16).count == 1 ? "0" + String($0, radix: 16) : String($0, radix: 16) }.joined()
+        guard hex == "e00aefeb27a1743b1b9a39d932118386" else { throw Failure("TURN long-term key (MD5) is \(hex)") }
+        return "\(mbedtlsVersion), \(id.certificateDER.count)-byte certificate, sha-256 \(id.fingerprintText.prefix(23))..., MD5 key for TURN"
     }
 
     /// ALSA's `null` PCM opened for capture at 48 kHz mono; ten 10 ms periods read.

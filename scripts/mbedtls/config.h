@@ -41,6 +41,7 @@
 
 /* Hashes, MAC, random */
 #define MBEDTLS_MD_C
+#define MBEDTLS_MD5_C                   /* TURN long-term credential key, RFC 8489 §9.2.2 */
 #define MBEDTLS_SHA1_C                  /* HMAC-SHA1 of SRTP, certificate fingerprints */
 #define MBEDTLS_SHA256_C
 #define MBEDTLS_SHA512_C                /* SHA-384 suites and certificates */
