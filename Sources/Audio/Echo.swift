@@ -235,8 +235,7 @@ public final class EchoCanceller: AudioHook, @unchecked Sendable {
     @_noLocks
     #endif
     public func process(_ samples: UnsafeMutableBufferPointer<Int16>, _ info: FrameInfo) -> HookVerdict {
-        guard info.channels == 1, info.sampleRate == rate, info.sampleCount == frameSamples,
-              samples.count >= frameSamples, let near = samples.baseAddress else { return .pass }
+        guard let near = speexFrame(samples, info, rate: rate, frameSamples: frameSamples) else { return .pass }
         if !callRead(reference, far, frameSamples, info) { far.update(repeating: 0, count: frameSamples) }
         // The newest reference frame into the line, then the delayed one out of it.
         let w = lineWritten.pointee
@@ -438,8 +437,7 @@ public final class SpeexPreprocessor: AudioHook, @unchecked Sendable {
     @_noLocks
     #endif
     public func process(_ samples: UnsafeMutableBufferPointer<Int16>, _ info: FrameInfo) -> HookVerdict {
-        guard info.channels == 1, info.sampleRate == rate, info.sampleCount == frameSamples,
-              samples.count >= frameSamples, let base = samples.baseAddress else { return .pass }
+        guard let base = speexFrame(samples, info, rate: rate, frameSamples: frameSamples) else { return .pass }
         let inputEnergy = Self.energy(base, frameSamples)
         let output: UnsafeMutablePointer<Int16>
         if suppresses {
@@ -485,4 +483,12 @@ public final class SpeexPreprocessor: AudioHook, @unchecked Sendable {
         for i in 0..<n { let x = Int(p[i]); e &+= x &* x }
         return e
     }
+}
+
+/// The frame a speexdsp state was made for (mono, its rate, its frame length), or nil:
+/// both speexdsp hooks pass any other frame through untouched.
+@inline(__always)
+func speexFrame(_ samples: UnsafeMutableBufferPointer<Int16>, _ info: FrameInfo, rate: SampleRate, frameSamples: Int) -> UnsafeMutablePointer<Int16>? {
+    guard info.channels == 1, info.sampleRate == rate, info.sampleCount == frameSamples, samples.count >= frameSamples else { return nil }
+    return samples.baseAddress
 }

@@ -132,8 +132,7 @@ public struct TURNClient<R: RandomNumberGenerator> {
     var channels: [SocketAddress: Channel] = [:]
     var channelPeers: [UInt16: SocketAddress] = [:]
     var nextChannel: UInt16 = ChannelNumber.range.lowerBound
-    var outputs: [TURNOutput] = []
-    var outputHead = 0
+    var outputs = OutputQueue<TURNOutput>()
 
     struct Permission {
         var installed = false
@@ -290,16 +289,7 @@ public struct TURNClient<R: RandomNumberGenerator> {
     }
 
     public mutating func pollOutput() -> TURNOutput {
-        if outputHead < outputs.count {
-            let o = outputs[outputHead]
-            outputHead += 1
-            if outputHead == outputs.count {
-                outputs.removeAll(keepingCapacity: true)
-                outputHead = 0
-            }
-            return o
-        }
-        return .timeout(deadline)
+        outputs.popFirst() ?? .timeout(deadline)
     }
 
     public var deadline: Instant {

@@ -15,6 +15,12 @@ struct RelayTLS {
     var trust: () throws(HTTPClientError) -> TLSTrustStore
     var random: () throws(HTTPClientError) -> TLSRandom
     var realtime: () -> Int64
+
+    init(http: HTTPClient) {
+        trust = { () throws(HTTPClientError) in try http.trustStore() }
+        random = { () throws(HTTPClientError) in try http.tlsRandom() }
+        realtime = { http.realtime() }
+    }
 }
 
 final class RelayPath {
@@ -331,9 +337,7 @@ public enum RelayProbe {
     /// bundle plus `http`'s CA file.
     public static func allocate(loop: EventLoop, server: TURNServer, address: SocketAddress, http: HTTPClient,
                                 timeout: Duration = .seconds(10)) -> Result<Allocated, TURNFailure> {
-        let tls = RelayTLS(trust: { () throws(HTTPClientError) in try http.trustStore() },
-                           random: { () throws(HTTPClientError) in try http.tlsRandom() },
-                           realtime: { http.realtime() })
+        let tls = RelayTLS(http: http)
         var seed: UInt64 = 0
         if let r = try? TLSRandom.tls(), let bytes = try? r.bytes(8) { for b in bytes { seed = seed << 8 | UInt64(b) } }
         let path = RelayPath(loop: loop, server: server, address: address, tls: tls, seed: seed)

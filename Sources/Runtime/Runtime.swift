@@ -346,10 +346,7 @@ public final class Runtime {
     /// One allocation per configured TURN server, for session `id` (a new session,
     /// e.g. a rollover, gets fresh ones; the old ones are released with its sockets).
     func startRelays(_ id: Int) -> [RelayPath] {
-        let http = parts.http
-        let tls = RelayTLS(trust: { () throws(HTTPClientError) in try http.trustStore() },
-                           random: { () throws(HTTPClientError) in try http.tlsRandom() },
-                           realtime: { http.realtime() })
+        let tls = RelayTLS(http: parts.http)
         var paths: [RelayPath] = []
         for (i, r) in (parts.relays + learnedRelays).enumerated() {
             let seed = UInt64(truncatingIfNeeded: loop.now.nanoseconds) &* 0x9E37_79B9_7F4A_7C15 &+ UInt64(i) &+ UInt64(id) << 32
