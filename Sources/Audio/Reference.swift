@@ -59,6 +59,48 @@ public final class PlaybackReference: @unchecked Sendable {
     struct ConsumerState {
         var coverage: Int
         var captureTime: Int64
+        /// The last slot's position less the whole samples it was placed at, in
+        /// 1/1024 sample (`steadyOffset`).
+        var phase: Int64
+    }
+
+    /// Hysteresis, in 1/1024 sample: a slot may sit up to 1.5 samples from where its
+    /// stamp puts it (0.75 still moved it every second or two with ±0.25 ms of
+    /// measurement jitter; a constant misplacement is harmless to the canceller, whose
+    /// filter models it with the room).
+    static let phaseSlack: Int64 = 1536
+
+    /// The whole-sample offset of a slot that starts `nanoseconds` after the capture
+    /// frame. Rounding each stamp to the nearest sample made the reference step back and
+    /// forth by a sample whenever the two timelines' jitter (tens of microseconds after
+    /// FrameTimeline's smoothing) straddled a half sample, and the echo canceller's
+    /// filter cannot follow a path that moves like that (EchoDriftTests measured 16 dB
+    /// ERLE without drift, against 24 dB with a fixed reference). So the fraction the
+    /// last slot was placed with (its phase) is kept while it stays within 1.5 samples;
+    /// a real drift between the two clocks still moves the placement, one sample at a
+    /// time, when the phase runs out of slack.
+    @inline(__always)
+    func steadyOffset(_ nanoseconds: Int64, rate: Int64) -> Int {
+        // Position in 1/1024 sample, to the nearest (|nanoseconds| < 1 s here: no overflow).
+        let scaled = nanoseconds &* rate &* 1024
+        let p = (scaled &+ (scaled >= 0 ? 500_000_000 : -500_000_000)) / 1_000_000_000
+        let previous = consumer.pointee.phase
+        // The nearest whole sample, or a neighbour that keeps the phase closer to the
+        // previous one, if its phase is within the slack.
+        let nearest = (p &+ (p >= 0 ? 512 : -512)) / 1024
+        var best = nearest
+        var bestPhase = p &- nearest &* 1024
+        // (A range, not an array literal: that would allocate on the capture thread.)
+        for delta in -2...2 where delta != 0 {
+            let candidate = nearest &+ Int64(delta)
+            let phase = p &- candidate &* 1024
+            if abs(phase) <= Self.phaseSlack && abs(phase &- previous) < abs(bestPhase &- previous) {
+                best = candidate
+                bestPhase = phase
+            }
+        }
+        consumer.pointee.phase = bestPhase
+        return Int(best)
     }
 
     /// - slots: frames the ring holds (a power of two): the playback device's buffer plus
@@ -79,7 +121,7 @@ public final class PlaybackReference: @unchecked Sendable {
         window = .allocate(capacity: frameSamples)
         window.initialize(repeating: 0)
         consumer = .allocate(capacity: 1)
-        consumer.initialize(to: ConsumerState(coverage: 0, captureTime: 0))
+        consumer.initialize(to: ConsumerState(coverage: 0, captureTime: 0, phase: 0))
         frameNanoseconds = 10_000_000
     }
 
@@ -162,9 +204,9 @@ public final class PlaybackReference: @unchecked Sendable {
             let start = slotTimes[slot]
             k &+= 1
             if start >= end { continue }
-            // Where the slot's first sample falls in the capture frame, to the nearest
-            // sample (negative: it began before the frame).
-            let offset = sampleOffset(start &- t, rate: rate)
+            // Where the slot's first sample falls in the capture frame (negative: it
+            // began before the frame), to a sample, with hysteresis (`steadyOffset`).
+            let offset = steadyOffset(start &- t, rate: rate)
             var last = f
             if flushed {
                 if slotGenerations[slot] != currentGeneration {

@@ -62,8 +62,9 @@ public struct AudioSetup {
             // canceller's estimate of the echo left in this frame.
             let echoSuppress = canceller != nil ? config.aecSuppressDB : 0
             if echoSuppress > 0 || config.noiseSuppressDB > 0 || config.voiceFlag {
+                // Behind a canceller it runs inside it, at its 16 kHz work rate.
                 let p = try SpeexPreprocessor(rate: r, noiseSuppressDB: config.noiseSuppressDB, echoSuppressDB: echoSuppress, echo: canceller)
-                try chain.add(p)
+                if !p.attached { try chain.add(p) }
                 preprocessor = p
             } else {
                 preprocessor = nil
