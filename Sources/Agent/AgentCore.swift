@@ -135,6 +135,12 @@ public struct AgentSettings: Sendable {
     /// over `interrupt_response: false`, which would still let the provider transcribe
     /// the echo as a user turn and answer it once the response ends.)
     public var halfDuplex = false
+    /// Voice mode in full duplex behind an echo canceller (`aec`): until the canceller
+    /// reports that it has converged (`echoCanceller(converged:)`), the microphone is
+    /// held shut while the assistant speaks, as in half duplex. In its first seconds the
+    /// canceller leaves the echo loud enough for the provider's VAD (or Linnet's flag) to
+    /// take for the user, and the assistant would cut itself off in its first answer.
+    public var waitForCanceller = false
     /// Barge-in by Linnet's own voice flag (`barge-in-ms`): in voice mode with echo
     /// cancellation (full duplex) and `voice-flag` on, the flag held this long without a
     /// break while the assistant speaks cuts the response at once (`localVoice`), a
@@ -462,7 +468,8 @@ public final class AgentCore {
     /// Never in push-to-talk (the button barges in), in half duplex (the microphone is
     /// shut while the assistant speaks), or with the microphone muted.
     public func localVoice(heldFor: Duration, now: Instant) {
-        guard let threshold = settings.localBargeIn, !settings.pushToTalk, !settings.halfDuplex else { return }
+        guard let threshold = settings.localBargeIn, !settings.pushToTalk, !settings.halfDuplex,
+              echoConverged || !settings.waitForCanceller else { return }
         self.now = now
         guard heldFor >= threshold else {
             // The stretch ended (or has not reached the threshold): the next may cut.
@@ -877,8 +884,26 @@ public final class AgentCore {
         emit(.mute(closed))
     }
 
-    /// Half duplex in voice mode: the assistant is speaking, so the microphone is shut.
-    var halfDuplexHolds: Bool { settings.halfDuplex && !settings.pushToTalk && assistantSpeaking }
+    /// Half duplex in voice mode: the assistant is speaking, so the microphone is shut;
+    /// also in full duplex while the echo canceller has not yet converged.
+    var halfDuplexHolds: Bool {
+        (settings.halfDuplex || (settings.waitForCanceller && !echoConverged)) && !settings.pushToTalk && assistantSpeaking
+    }
+
+    /// Whether the echo canceller has converged (`waitForCanceller`).
+    public private(set) var echoConverged = false
+
+    /// The echo canceller's state, reported by the runtime with every uplink frame: it
+    /// converges once, and starts over when its filter restarts (a new echo delay, the
+    /// capture device reopened).
+    public func echoCanceller(converged: Bool, now: Instant) {
+        guard settings.waitForCanceller, converged != echoConverged else { return }
+        self.now = now
+        echoConverged = converged
+        log(.info, converged ? "aec: converged, full duplex" : "aec: filter restarted, half duplex until it converges")
+        record("aec", [("converged", .bool(converged))])
+        syncMic()
+    }
 
     var silence: [Int16] = []
 

@@ -43,6 +43,8 @@ public final class AudioIO {
     let meter: LevelMeter?
     /// With `voice-flag`: the preprocessor whose voice flag drives Linnet's barge-in.
     let voice: SpeexPreprocessor?
+    /// With `aec`: the echo canceller, whose convergence the agent waits for in full duplex.
+    let canceller: EchoCanceller?
     /// `--output`, when the speaker is a WAV file.
     let outputPath: String?
     var frame: [Int16]
@@ -63,7 +65,8 @@ public final class AudioIO {
     private(set) var incomplete: String?
 
     init(loop: EventLoop, duplex: DuplexAudio?, generator: FrameSource?, frameClock: FrameClock = .standard,
-         mute: MuteGate, meter: LevelMeter?, voice: SpeexPreprocessor? = nil, outputPath: String? = nil) {
+         mute: MuteGate, meter: LevelMeter?, voice: SpeexPreprocessor? = nil, canceller: EchoCanceller? = nil,
+         outputPath: String? = nil) {
         self.loop = loop
         self.duplex = duplex
         self.generator = generator
@@ -73,6 +76,7 @@ public final class AudioIO {
         self.mute = mute
         self.meter = meter
         self.voice = voice
+        self.canceller = canceller
         self.outputPath = outputPath
         frame = [Int16](repeating: 0, count: frameClock.samples)
         clock = UplinkClock(frameDuration: frameClock.duration)
@@ -142,7 +146,8 @@ public final class AudioIO {
         }
         return AudioIO(loop: loop, duplex: duplex, generator: stand, frameClock: frameClock,
                        mute: hooks?.mute ?? MuteGate(), meter: hooks?.meter,
-                       voice: hooks?.voiceFlag == true ? hooks?.preprocessor : nil, outputPath: config.output)
+                       voice: hooks?.voiceFlag == true ? hooks?.preprocessor : nil, canceller: hooks?.canceller,
+                       outputPath: config.output)
     }
 
     func start() throws(CLIFailure) {

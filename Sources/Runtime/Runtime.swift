@@ -120,6 +120,8 @@ public final class Runtime {
                              pushToTalk: config.effectiveTurnDetection == .ptt, turnDetectionName: config.effectiveTurnDetection.rawValue,
                              realtime: realtime, peer: peer)
         settings.halfDuplex = config.effectiveDuplex == .half
+        // Full duplex rests on the canceller: half duplex until it has converged.
+        settings.waitForCanceller = config.effectiveTurnDetection == .vad && config.effectiveDuplex == .full && config.aec
         // Linnet's own barge-in needs the flag to hear the user and not the assistant:
         // only behind the echo canceller, in full duplex, in voice mode.
         if config.effectiveTurnDetection == .vad, config.effectiveDuplex == .full, config.aec, config.voiceFlag, config.bargeInMS > 0 {
@@ -134,10 +136,12 @@ public final class Runtime {
 
     public func start() throws(CLIFailure) {
         let voice = core.settings.localBargeIn != nil ? audio.voice : nil
+        let canceller = core.settings.waitForCanceller ? audio.canceller : nil
         audio.onFrame = { frame in
             self.feedAudioCounters()
             // The capture thread's flag, read from its atomic (the thread itself only
             // stores it): first, so a barge-in's flush comes before this frame goes.
+            if let canceller { self.core.echoCanceller(converged: canceller.converged, now: self.loop.now) }
             if let voice { self.core.localVoice(heldFor: voice.voiceHeld, now: self.loop.now) }
             frame.withUnsafeBufferPointer { self.core.uplink($0, now: self.loop.now) }
             self.drive()

@@ -9,12 +9,16 @@ import Peer
 /// user's; the mute gate is told to close and open again. Full duplex (with echo
 /// cancellation) keeps sending the microphone: the control that shows the test can fail.
 @Suite struct HalfDuplexTests {
-    func speakingWindow(halfDuplex: Bool) throws -> (during: [Int], after: [Int], mutes: [Bool]) {
+    func speakingWindow(halfDuplex: Bool, waitForCanceller: Bool = false, converged: Bool = false) throws -> (during: [Int], after: [Int], mutes: [Bool]) {
         var o = ProviderWorld.Options()
-        o.configure = { $0.halfDuplex = halfDuplex }
+        o.configure = {
+            $0.halfDuplex = halfDuplex
+            $0.waitForCanceller = waitForCanceller
+        }
         let w = try ProviderWorld(o)
         w.startCore()
         try #require(w.run(within: .seconds(5)) { w.core.state == .connected } != nil)
+        if converged { w.core.echoCanceller(converged: true, now: w.now) }
         w.run(for: .milliseconds(300))
         let provider = try #require(w.provider.sessionOfCore[1])
         let peer = try #require(provider.peer), channel = try #require(provider.channel)
@@ -39,6 +43,18 @@ import Peer
         #expect(r.during.allSatisfy { $0 == 0 }, "\(r.during)")
         #expect(!r.after.isEmpty && r.after.allSatisfy { $0 > 0 }, "\(r.after)")
         #expect(r.mutes == [false, true, false])
+    }
+
+    /// Full duplex behind an echo canceller that has not converged yet: half duplex
+    /// until it has (its echo would pass for the user); once it has, the microphone
+    /// stays open while the assistant speaks.
+    @Test func fullDuplexWaitsForTheCancellerToConverge() throws {
+        let before = try speakingWindow(halfDuplex: false, waitForCanceller: true)
+        #expect(before.during.count >= 40 && before.during.allSatisfy { $0 == 0 }, "\(before.during)")
+        #expect(before.mutes == [false, true, false])
+        let after = try speakingWindow(halfDuplex: false, waitForCanceller: true, converged: true)
+        #expect(after.during.count >= 40 && after.during.allSatisfy { $0 > 0 }, "\(after.during)")
+        #expect(after.mutes == [false])
     }
 
     @Test func fullDuplexKeepsTheMicrophoneOpen() throws {

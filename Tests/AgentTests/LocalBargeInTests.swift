@@ -14,6 +14,8 @@ import JSON
         var bargeIn: Duration? = .milliseconds(200)
         /// Zero here; its own test below.
         var warmup = Duration.zero
+        /// Full duplex behind a canceller that has not converged.
+        var waitForCanceller = false
     }
 
     func types(_ messages: ArraySlice<String>) -> [String] {
@@ -28,6 +30,7 @@ import JSON
             $0.halfDuplex = setup.halfDuplex
             $0.localBargeIn = setup.bargeIn
             $0.localBargeInWarmup = setup.warmup
+            $0.waitForCanceller = setup.waitForCanceller
         }
         let w = try ProviderWorld(o)
         w.provider.onMessage = WorldProvider.realtimeScript
@@ -122,13 +125,14 @@ import JSON
         #expect(types(p.messages[base...]).isEmpty && w.flushes.isEmpty && w.records("barge_in").isEmpty)
     }
 
-    @Test(arguments: ["half duplex", "push-to-talk", "muted", "off"])
+    @Test(arguments: ["half duplex", "push-to-talk", "muted", "off", "canceller not converged"])
     func neverWhere(_ case_: String) throws {
         var setup = Setup()
         switch case_ {
         case "half duplex": setup.halfDuplex = true
         case "push-to-talk": setup.pushToTalk = true
         case "off": setup.bargeIn = nil
+        case "canceller not converged": setup.waitForCanceller = true
         default: break
         }
         let (w, p) = try world(setup)

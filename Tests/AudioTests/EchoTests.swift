@@ -197,6 +197,57 @@ func tenths(_ x: Double) -> String {
         #expect(aec.workRate == .hz16000)
     }
 
+    /// `converged` (what keeps voice mode half duplex until the filter has learnt the
+    /// room): off at the start, on once the filter (and the suppressor) take 15 dB off,
+    /// which the ERLE over the next second confirms; off again when capture restarts.
+    /// Measured: RT60 0.2 s 5.7 s with the suppressor (8.3 s without), 0.5 s 8.3 s
+    /// (10.5 s: the limit).
+    /// With a silent reference (a board without one) it never comes on: the agent stays
+    /// half duplex.
+    @Test(arguments: [0.2, 0.5], [false, true])
+    func convergedComesOnWhenTheFilterCancels(rt60: Double, suppress: Bool) throws {
+        var sc = EchoScenario()
+        sc.rt60 = rt60
+        let s = sc.make()
+        let rate = SampleRate.hz16000, n = rate.samplesPerFrame, fs = 16_000
+        let staged = StagedReference(capacity: n)
+        let aec = try EchoCanceller(rate: rate, reference: staged)
+        if suppress { _ = try SpeexPreprocessor(rate: rate, echoSuppressDB: 40, echo: aec) }
+        let format = try AudioFormat(sampleRate: rate, channels: 1)
+        var out = s.mic
+        var at: Int? = nil
+        var i = 0, seq: UInt64 = 0
+        while i + n <= s.mic.count {
+            s.reference.withUnsafeBufferPointer { staged.stage(UnsafeBufferPointer(rebasing: $0[i..<(i + n)])) }
+            out.withUnsafeMutableBufferPointer { p in
+                _ = aec.process(UnsafeMutableBufferPointer(rebasing: p[i..<(i + n)]), FrameInfo(format: format, sequence: seq, captureTime: .zero))
+            }
+            if at == nil && aec.converged { at = i + n }
+            i += n; seq += 1
+        }
+        let when = try #require(at, "never converged")
+        // ERLE over the second after the flag came on, and over 500 ms windows before it.
+        let after = erleDB(mic: s.mic, out: out, when..<(when + fs))
+        print("AEC rt60 \(tenths(rt60)) s\(suppress ? " + residual suppressor" : ""): converged after \(tenths(Double(when) / Double(fs))) s of far end; ERLE over the next second \(tenths(after)) dB")
+        // The 0.5 s room without the suppressor never reaches 15 dB: the 8 s of far end
+        // (10.5 s here, with the pauses) end the wait.
+        #expect(Double(when) / Double(fs) >= 1 && Double(when) / Double(fs) <= 11)
+        #expect(after >= 12)
+        aec.captureDidStart(format)
+        #expect(!aec.converged)
+
+        let silent = try EchoCanceller(rate: rate, reference: StagedReference(capacity: n))
+        var quiet = s.mic
+        i = 0
+        while i + n <= quiet.count {
+            quiet.withUnsafeMutableBufferPointer { p in
+                _ = silent.process(UnsafeMutableBufferPointer(rebasing: p[i..<(i + n)]), FrameInfo(format: format, sequence: 0, captureTime: .zero))
+            }
+            i += n
+        }
+        #expect(!silent.converged)
+    }
+
     @Test func rejectsOutOfRangeFilter() {
         #expect(throws: AudioError.self) { try EchoCanceller(rate: .hz16000, filterMilliseconds: 5, reference: StagedReference()) }
     }

@@ -57,4 +57,20 @@ import Wire
         #expect(bargeIn { $0.duplex = .half } == nil)
         #expect(bargeIn { $0.turnDetection = .ptt } == nil)
     }
+
+    /// Full duplex waits for the canceller to converge only where it rests on one:
+    /// voice mode with `aec`, full duplex (the default with it).
+    @Test func fullDuplexWaitsForTheCancellerOnlyBehindOne() throws {
+        let whip = Route.whip(try HTTPURL("https://provider.test/whip"))
+        func waits(_ change: (inout Config) -> Void) -> Bool {
+            var c = Config()
+            change(&c)
+            return Runtime.settings(config: c, route: whip, token: "t", stun: nil, sendOnOpen: []).waitForCanceller
+        }
+        #expect(waits { $0.aec = true })
+        #expect(!waits { $0.aec = true; $0.duplex = .half })
+        #expect(!waits { $0.aec = true; $0.turnDetection = .ptt })
+        #expect(!waits { $0.aec = false; $0.duplex = .full })
+        #expect(!waits { _ in })
+    }
 }
