@@ -196,6 +196,9 @@ public final class EchoCanceller: AudioHook, @unchecked Sendable {
     /// last started from nothing.
     private let convergedFlag = Atomic<Bool>(false)
     private var trainingFrames = 0
+    /// Whether this frame's residual is more than the echo the filter leaves (`process`);
+    /// capture thread only, for the attached preprocessor.
+    private(set) var nearEnd = true
     /// A fixed delay instead of the search (tests); nil: search.
     public let fixedDelaySamples: Int?
 
@@ -355,6 +358,17 @@ public final class EchoCanceller: AudioHook, @unchecked Sendable {
                 pi &+= Int64(work[i]) &* Int64(work[i])
                 po &+= Int64(out[i]) &* Int64(out[i])
             }
+        }
+        // Double talk: the filter's residual stands 6 dB over what it leaves of the echo
+        // on average (its output-to-input power over the last second or so of far end):
+        // something the reference does not explain, the near end. Without far end
+        // anything heard is near end. The attached preprocessor's voice flag counts only
+        // such frames (the residual echo alone held it for up to 250 ms before).
+        if farActive {
+            let s = search.pointee
+            nearEnd = Double(po) * Double(s.inputPower) > 2 * Double(s.outputPower) * Double(pi)
+        } else {
+            nearEnd = true
         }
         if let post { post.run(out) }
         if farActive {
@@ -626,7 +640,9 @@ public final class SpeexPreprocessor: AudioHook, @unchecked Sendable {
         // than 6 dB was mostly echo, and one near the floor is noise or residue.
         let outputEnergy = Self.energy(output, frameSamples)
         floorEnergy = min(outputEnergy, floorEnergy &+ floorEnergy >> 6 &+ 1)
-        let kept = outputEnergy &* Self.keptPowerRatio >= lastInputEnergy && outputEnergy >= floorEnergy &* Self.standOutRatio
+        var kept = outputEnergy &* Self.keptPowerRatio >= lastInputEnergy && outputEnergy >= floorEnergy &* Self.standOutRatio
+        // Behind a canceller: only where its residual says near end (EchoCanceller.nearEnd).
+        if let canceller { if !canceller.nearEnd { kept = false } }
         lastInputEnergy = inputEnergy
         let p = Int(linnet_pre_get_int(state, SPEEX_PREPROCESS_GET_PROB))
         probability.store(p, ordering: .relaxed)

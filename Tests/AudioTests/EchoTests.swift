@@ -290,13 +290,16 @@ func tenths(_ x: Double) -> String {
 /// the hook's `voiceHeld` (what AgentCore debounces with) reaches, and the longest run
 /// of speexdsp's own flag (`voiceActive`) beside it.
 @Suite struct VoiceFlagBehindEchoTests {
-    func longestHeld(_ s: EchoScenario.Signals, aec: Bool) throws -> (held: [Int], plain: [Int]) {
+    func longestHeld(_ s: EchoScenario.Signals, aec: Bool) throws -> (held: [Int], plain: [Int], converged: Int?) {
         let rate = SampleRate.hz16000
         let staged = StagedReference()
         let chain = HookChain()
         let pre: SpeexPreprocessor
+        var canceller: EchoCanceller? = nil
+        var converged: Int? = nil
         if aec {
             let c = try EchoCanceller(rate: rate, filterMilliseconds: 250, reference: staged)
+            canceller = c
             try chain.add(c)
             pre = try SpeexPreprocessor(rate: rate, echoSuppressDB: 40, echo: c)
         } else {
@@ -317,35 +320,48 @@ func tenths(_ x: Double) -> String {
             }
             run = pre.voiceActive ? run + 10 : 0
             let second = i / 16_000
+            if converged == nil, canceller?.converged == true { converged = second + 1 }
             if second < held.count {
                 held[second] = max(held[second], Int(pre.voiceHeld.milliseconds))
                 plain[second] = max(plain[second], run)
             }
         }
-        return (held, plain)
+        return (held, plain, converged)
     }
 
-    /// The assistant speaks alone for 12 s (its echo at −6 dB, 120 ms late, RT60 0.2 s),
-    /// then the user talks over it. From 5 s of far-end speech on (the canceller has
-    /// converged) the echo alone never holds the hook's voice for the 200 ms barge-in
-    /// debounce, though speexdsp's own flag stays on through it for longer; the user's
-    /// voice does hold it. Without the canceller the echo holds it (the control: what
-    /// half duplex is for). Measured on seeds 1–4 while choosing the gate: after
-    /// convergence the echo alone reached 100–250 ms, the user 210–290 ms; before
-    /// convergence (the first 3–4 s) the echo held it for 1–3 s, which is why the core
-    /// waits for 5 s of the assistant's speech first (AgentSettings.localBargeInWarmup).
+    /// The assistant speaks alone for 12 s (its echo at −6 dB, 120 ms late), then the
+    /// user talks over it; rooms of RT60 0.2 s (seeds 1–4) and 0.5 s (seeds 1–2). From the
+    /// second after the canceller says it has converged (when the agent starts to listen
+    /// to the flag, AgentCore.waitForCanceller) the echo alone never holds the hook's
+    /// voice for the 200 ms barge-in debounce, though speexdsp's own flag stays on
+    /// through it for longer; the user's voice holds it in most rooms (where it does
+    /// not, the provider's VAD still hears the user: a missed local cut costs a network
+    /// trip, a false one cuts the assistant off). Without the canceller the echo holds
+    /// it (the control: what half duplex is for).
+    /// Measured: converged in seconds 6–9; after that the echo alone at most 140 ms
+    /// (RT60 0.2) and 50 ms (0.5); the user 200–280 ms in 5 of 6 rooms (190 ms in one
+    /// 0.5 s room). Before the double-talk check (EchoCanceller.nearEnd) the echo alone
+    /// reached 250 ms after 5 s in the 0.2 s room.
     @Test func echoAloneDoesNotHoldTheFlagVoiceDoes() throws {
-        var sc = EchoScenario()
-        sc.noiseDBFS = -60
-        let s = sc.make()
-        let cancelled = try longestHeld(s, aec: true)
-        let raw = try longestHeld(s, aec: false)
-        print("voice held, longest per second (ms): behind aec \(cancelled.held), speexdsp's flag there \(cancelled.plain); without aec \(raw.held)")
-        let converged = cancelled.held[5..<12], user = cancelled.held[12...]
-        #expect(converged.allSatisfy { $0 < 200 }, "echo alone after convergence: \(Array(converged))")
-        #expect(cancelled.plain[5..<12].contains { $0 >= 200 }, "speexdsp's flag alone is held by the echo")
-        #expect(user.contains { $0 >= 200 }, "the user over the echo: \(Array(user))")
-        #expect(raw.held[5..<12].contains { $0 >= 200 }, "uncancelled echo: \(Array(raw.held[5..<12]))")
+        var heard = 0
+        for (seed, rt60) in [(UInt64(1), 0.2), (2, 0.2), (3, 0.2), (4, 0.2), (1, 0.5), (2, 0.5)] {
+            var sc = EchoScenario()
+            sc.noiseDBFS = -60
+            sc.seed = seed
+            sc.rt60 = rt60
+            let s = sc.make()
+            let cancelled = try longestHeld(s, aec: true)
+            let raw = try longestHeld(s, aec: false)
+            let from = try #require(cancelled.converged, "converged")
+            print("voice held (seed \(seed), rt60 \(tenths(rt60)) s), longest per second (ms): behind aec \(cancelled.held) (converged in second \(from)), speexdsp's flag there \(cancelled.plain); without aec \(raw.held)")
+            #expect(from <= 11)
+            let echoAlone = cancelled.held[min(from + 1, 12)..<12], user = cancelled.held[12...]
+            #expect(echoAlone.allSatisfy { $0 < 200 }, "echo alone after convergence: \(Array(echoAlone))")
+            #expect(cancelled.plain[5..<12].contains { $0 >= 200 }, "speexdsp's flag alone is held by the echo")
+            #expect(raw.held[5..<12].contains { $0 >= 200 }, "uncancelled echo: \(Array(raw.held[5..<12]))")
+            if user.contains(where: { $0 >= 200 }) { heard += 1 }
+        }
+        #expect(heard >= 5, "the user over the echo held the flag in \(heard) of 6 rooms")
     }
 }
 
