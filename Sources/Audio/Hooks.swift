@@ -547,7 +547,11 @@ struct LimiterState {
 
 /// Peak limiter with a ceiling in dBFS. Per frame the gain needed to bring the frame's
 /// peak to the ceiling is ceiling/peak (Q15); the gain falls to it at once (attack) and
-/// recovers towards unity with the release time constant, ramped across the frame.
+/// recovers towards unity with the release time constant, ramped across the frame. The
+/// recovery moves at least one Q15 unit a frame, so it ends exactly at unity, at most
+/// ln(2^15)·τ (10.4 time constants, 520 ms for the default 50 ms) plus two frames after
+/// the last frame above the ceiling (checked exhaustively for every Q15 coefficient of
+/// τ in 1…5000 ms and every gain a ceiling allows); from then on frames pass unchanged.
 ///
 /// Without lookahead a falling gain is applied as a step at the frame start, so no
 /// sample exceeds the ceiling. With lookahead (10 ms more latency) the frame is delayed
@@ -624,7 +628,10 @@ public final class Limiter: AudioHook, @unchecked Sendable {
             peak = Audio.peak(frame)
         }
         let g0 = state.pointee.gainQ15
-        let released = g0 &+ mul16x16Q15(32768 &- g0, releaseQ15)
+        // At least one Q15 unit up while below unity: once (32768 − g)·k < 2^14 the
+        // rounded step is zero, and the gain would stay at 32766 or 32767 for ever,
+        // scaling every frame (and never handing the levels on in a chain).
+        let released = g0 &+ max(mul16x16Q15(32768 &- g0, releaseQ15), min(32768 &- g0, 1))
         var direct = !lookahead
         if frame.count > delayCapacity { direct = true }
         if direct {
