@@ -153,3 +153,26 @@ private final class HalvingHook: AudioHook {
         chain.stop()
     }
 }
+
+@Suite struct LevelKernelTests {
+    /// `energy` and `peak` against plain 64-bit loops: the corners of every input, odd
+    /// lengths, and more than one 2^16-sample chunk of full-scale −32768 (each pair sum
+    /// 2^31, the halves at their largest).
+    @Test func energyAndPeakMatchPlainLoops() {
+        var inputs = HookEquivalenceTests.inputs(count: 480 * 3)
+        inputs.append([Int16](repeating: -32768, count: 200_001))
+        inputs.append([Int16](repeating: 32767, count: 131_072))
+        inputs.append([-32768])
+        inputs.append([])
+        for input in inputs {
+            for count in Set([input.count, max(input.count - 1, 0), min(input.count, 487)]) {
+                var x = Array(input[0..<count])
+                let expectedEnergy = x.reduce(Int64(0)) { $0 + Int64($1) * Int64($1) }
+                let expectedPeak = x.map { abs(Int32($0)) }.max() ?? 0
+                let (p, e) = x.withUnsafeMutableBufferPointer { (peak($0), energy($0)) }
+                #expect(e == expectedEnergy, "\(count) samples from \(input.first ?? 0)")
+                #expect(p == expectedPeak, "\(count) samples from \(input.first ?? 0)")
+            }
+        }
+    }
+}
