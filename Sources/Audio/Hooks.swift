@@ -677,7 +677,7 @@ public final class Limiter: AudioHook, @unchecked Sendable {
             if g0 == 32768 && g1 == 32768 && e >= 0 { publishLevels(info, peak: peak, energy: e) }
             if g1 < g0 {
                 applyGain(frame, FixedGain(mantissa: g1, shift: 15))
-            } else {
+            } else if g0 != 32768 || g1 != 32768 { // (at unity, not even the call: -Osize keeps it out of line)
                 applyGainRamp(frame, channels: info.channels, from: FixedGain(mantissa: g0, shift: 15),
                               to: FixedGain(mantissa: g1, shift: 15))
             }

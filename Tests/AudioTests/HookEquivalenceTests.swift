@@ -176,3 +176,36 @@ private final class HalvingHook: AudioHook {
         }
     }
 }
+
+@Suite struct HighPassLevelTests {
+    /// The 80 Hz high-pass hands its output's peak and energy on in a chain: the meter
+    /// after it reads the same levels as a meter measuring the frame itself, for 10 ms
+    /// frames and for lengths with samples after the last whole block (487, 1203).
+    @Test(arguments: [480, 487, 1203])
+    func chainedMeterReadsWhatItWouldMeasure(samplesPerChannel: Int) throws {
+        let chained = try HighPassFilter(cutoffHz: 80), alone = try HighPassFilter(cutoffHz: 80)
+        let chainedMeter = LevelMeter(), aloneMeter = LevelMeter()
+        let chain = HookChain()
+        try chain.add(chained)
+        try chain.add(chainedMeter)
+        var mismatches = 0
+        for input in HookEquivalenceTests.inputs(count: samplesPerChannel * 20) {
+            chain.start(.standard)
+            alone.captureDidStart(.standard)
+            for f in 0..<20 {
+                var a = Array(input[(f * samplesPerChannel)..<((f + 1) * samplesPerChannel)])
+                var b = a
+                let info = FrameInfo(format: .standard, samplesPerChannel: samplesPerChannel, sequence: UInt64(f),
+                                     captureTime: .zero)
+                _ = a.withUnsafeMutableBufferPointer { chain.process($0, info) }
+                _ = b.withUnsafeMutableBufferPointer { alone.process($0, info) }
+                _ = b.withUnsafeMutableBufferPointer { aloneMeter.process($0, info) }
+                if a != b || chainedMeter.peak != aloneMeter.peak || chainedMeter.meanSquare != aloneMeter.meanSquare {
+                    mismatches += 1
+                }
+            }
+            chain.stop()
+        }
+        #expect(mismatches == 0)
+    }
+}
