@@ -224,15 +224,18 @@ func removeDC(_ x: UnsafeMutablePointer<Int16>, blocks: Int, blockLength: Int, l
 /// same arithmetic in three passes, so that only the recursion itself is serial:
 /// 1. weighted pair sums of the block means, one packed multiply-add per 8 samples;
 /// 2. the one-pole update, block by block, storing the estimate at each block start;
-/// 3. the ramp between consecutive estimates subtracted from the samples, vectorised
-///    across blocks.
+/// 3. the ramp between consecutive estimates, built vectorised across blocks into a
+///    16-bit scratch and subtracted from the samples in sample order.
 /// In one pass, every block's sum had to be reduced across a vector and its ramp built
 /// from scalars (x86's baseline SSE2 has no 32-bit lane multiply): 42 instructions a
 /// block. Per 48 kHz frame (bench/audio.sh embedded, kernel hpf80, -Osize): 17,779
 /// instructions through the strided loop, 7,526 with a constant B = 4, 5,126 in one
-/// pass with 4-lane vectors, 4,079 in three. `scratch` holds `dc4ChunkBlocks` blocks'
-/// pair sums and estimates (longer frames go through in chunks); `weights` is the
-/// pattern 2, 2, 2, 1 over a chunk. Bit-exact with the one-pass form
+/// pass with 4-lane vectors, 4,079 in three, 3,723 with the third split in two.
+/// `scratch` holds `dc4ChunkBlocks` blocks' pair sums and estimates and `ramp` their
+/// subtrahends (longer frames go through in chunks); `weights` is the pattern 2, 2, 2, 1
+/// over a chunk. With `measure`, returns the output's largest and smallest sample
+/// (else zeros). Carrying the estimate in 64 bits, or computing whole block means in
+/// pass 1 (a second multiply-add on samples one earlier), cost more. Bit-exact with the one-pass form
 /// (HookEquivalenceTests keeps that as the reference).
 @inline(__always)
 func removeDC4(_ x: UnsafeMutablePointer<Int16>, blocks: Int, kQ30: Int64,
