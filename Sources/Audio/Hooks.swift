@@ -64,6 +64,8 @@ public final class HighPassFilter: AudioHook, @unchecked Sendable {
     private let scratch: UnsafeMutablePointer<Int32>
     /// removeDC4's sample weights in a block mean, 2, 2, 2, 1 repeated over a chunk.
     private let weights: UnsafeMutablePointer<Int16>
+    /// removeDC4's per-sample subtrahends for a chunk.
+    private let ramp: UnsafeMutablePointer<Int16>
 
     /// - cutoffHz: 1…1000 Hz (default 20 Hz: DC and subsonic rumble).
     public init(cutoffHz: Double = 20) throws(AudioError) {
@@ -89,6 +91,8 @@ public final class HighPassFilter: AudioHook, @unchecked Sendable {
         scratch.initialize(repeating: 0, count: dc4ScratchCount)
         weights = .allocate(capacity: 4 * dc4ChunkBlocks)
         for i in 0..<(4 * dc4ChunkBlocks) { (weights + i).initialize(to: i % 4 == 3 ? 1 : 2) }
+        ramp = .allocate(capacity: 4 * dc4ChunkBlocks)
+        ramp.initialize(repeating: 0, count: 4 * dc4ChunkBlocks)
     }
 
     deinit {
@@ -97,6 +101,7 @@ public final class HighPassFilter: AudioHook, @unchecked Sendable {
         lastSample.deallocate()
         scratch.deallocate()
         weights.deallocate()
+        ramp.deallocate()
     }
 
     /// The pole p of the DC estimate (per sample), for reference implementations.
@@ -149,8 +154,22 @@ public final class HighPassFilter: AudioHook, @unchecked Sendable {
                 removeDC(base, blocks: blocks, blockLength: 8, log2Block: 3, stride: 1,
                          kQ30: design.kQ30, dc: dcQ14, last: lastSample)
             default:
-                removeDC4(base, blocks: blocks, kQ30: design.kQ30, dc: dcQ14, last: lastSample, scratch: scratch,
-                          weights: weights)
+                if hasLevelCache(info) {
+                    // In a chain: the output's peak is tracked in the output pass (issue 18),
+                    // and peak and energy handed on, so the limiter and meter after it
+                    // measure nothing.
+                    var (hi, lo) = removeDC4(base, blocks: blocks, kQ30: design.kQ30, dc: dcQ14, last: lastSample,
+                                             scratch: scratch, weights: weights, ramp: ramp, measure: true)
+                    let frame = UnsafeMutableBufferPointer(start: base, count: frames)
+                    for i in (blocks &<< 2)..<frames { // the samples after the last whole block
+                        hi = max(hi, base[i])
+                        lo = min(lo, base[i])
+                    }
+                    publishLevels(info, peak: max(Int32(hi), 0 &- Int32(lo)), energy: energy(frame))
+                } else {
+                    _ = removeDC4(base, blocks: blocks, kQ30: design.kQ30, dc: dcQ14, last: lastSample,
+                                  scratch: scratch, weights: weights, ramp: ramp, measure: false)
+                }
             }
         } else {
             for c in 0..<channels {
@@ -205,20 +224,26 @@ func removeDC(_ x: UnsafeMutablePointer<Int16>, blocks: Int, blockLength: Int, l
 /// same arithmetic in three passes, so that only the recursion itself is serial:
 /// 1. weighted pair sums of the block means, one packed multiply-add per 8 samples;
 /// 2. the one-pole update, block by block, storing the estimate at each block start;
-/// 3. the ramp between consecutive estimates subtracted from the samples, vectorised
-///    across blocks.
+/// 3. the ramp between consecutive estimates, built vectorised across blocks into a
+///    16-bit scratch and subtracted from the samples in sample order.
 /// In one pass, every block's sum had to be reduced across a vector and its ramp built
 /// from scalars (x86's baseline SSE2 has no 32-bit lane multiply): 42 instructions a
 /// block. Per 48 kHz frame (bench/audio.sh embedded, kernel hpf80, -Osize): 17,779
 /// instructions through the strided loop, 7,526 with a constant B = 4, 5,126 in one
-/// pass with 4-lane vectors, 4,079 in three. `scratch` holds `dc4ChunkBlocks` blocks'
-/// pair sums and estimates (longer frames go through in chunks); `weights` is the
-/// pattern 2, 2, 2, 1 over a chunk. Bit-exact with the one-pass form
+/// pass with 4-lane vectors, 4,079 in three, 3,723 with the third split in two.
+/// `scratch` holds `dc4ChunkBlocks` blocks' pair sums and estimates and `ramp` their
+/// subtrahends (longer frames go through in chunks); `weights` is the pattern 2, 2, 2, 1
+/// over a chunk. With `measure`, returns the output's largest and smallest sample
+/// (else zeros). Carrying the estimate in 64 bits, or computing whole block means in
+/// pass 1 (a second multiply-add on samples one earlier), cost more. Bit-exact with the one-pass form
 /// (HookEquivalenceTests keeps that as the reference).
 @inline(__always)
 func removeDC4(_ x: UnsafeMutablePointer<Int16>, blocks: Int, kQ30: Int64,
                dc: UnsafeMutablePointer<Int32>, last: UnsafeMutablePointer<Int32>,
-               scratch: UnsafeMutablePointer<Int32>, weights: UnsafePointer<Int16>) {
+               scratch: UnsafeMutablePointer<Int32>, weights: UnsafePointer<Int16>,
+               ramp: UnsafeMutablePointer<Int16>, measure: Bool) -> (hi: Int16, lo: Int16) {
+    var hi: Int16 = 0
+    var lo: Int16 = 0
     var d = dc.pointee
     var xp = last.pointee
     let pairs = scratch
@@ -258,27 +283,41 @@ func removeDC4(_ x: UnsafeMutablePointer<Int16>, blocks: Int, kQ30: Int64,
         }
         starts[n] = d
         // 3. y = x − (d + 0x2000 + step·(i + 1)) >> 14, saturated, with the step the
-        // exact quarter of the estimate's change over the block (LLVM vectorises it
-        // across blocks). The ramp stays between two consecutive estimates, each in
-        // [−2^29 − 3, 2^29 − 2^14 + 3] (a rounded step towards a block mean in
-        // [−2^29, 2^29 − 2^14]): the additions cannot overflow.
+        // exact quarter of the estimate's change over the block. The ramp stays between
+        // two consecutive estimates, each in [−2^29 − 3, 2^29 − 2^14 + 3] (a rounded step
+        // towards a block mean in [−2^29, 2^29 − 2^14]): the additions cannot overflow,
+        // and the ramp >> 14 is in [−32768, 32767].
+        // 3a. The subtrahends, vectorised across blocks (LLVM packs them to 16 bits and
+        // interleaves them into sample order as it stores).
         for b in 0..<n {
-            let q = p + b &* 4
             let base = starts[b] &+ 0x2000
             let step = (starts[b &+ 1] &- starts[b]) &>> 2
             let r1 = base &+ step
             let r2 = r1 &+ step
             let r3 = r2 &+ step
-            let r4 = r3 &+ step
-            q[0] = saturate16(Int32(q[0]) &- (r1 &>> 14))
-            q[1] = saturate16(Int32(q[1]) &- (r2 &>> 14))
-            q[2] = saturate16(Int32(q[2]) &- (r3 &>> 14))
-            q[3] = saturate16(Int32(q[3]) &- (r4 &>> 14))
+            let q = ramp + b &* 4
+            q[0] = saturate16(r1 &>> 14)
+            q[1] = saturate16(r2 &>> 14)
+            q[2] = saturate16(r3 &>> 14)
+            q[3] = saturate16((r3 &+ step) &>> 14)
+        }
+        // 3b. The subtraction in sample order, a saturating 16-bit subtract (x86 `psubsw`),
+        // and in a chain the output's peak. In one pass with 3a, the samples had to be
+        // gathered into per-block lanes and scattered back: 67 instructions per 16
+        // samples, 35 + 13 in two.
+        for i in 0..<(n &* 4) {
+            let y = saturate16(Int32(p[i]) &- Int32(ramp[i]))
+            p[i] = y
+            if measure {
+                hi = max(hi, y)
+                lo = min(lo, y)
+            }
         }
         done &+= n
     }
     dc.pointee = d
     last.pointee = xp
+    return (hi, lo)
 }
 
 /// Blocks of 4 `removeDC4` handles at once (a 48 kHz mono frame has 120); its scratch
@@ -547,7 +586,11 @@ struct LimiterState {
 
 /// Peak limiter with a ceiling in dBFS. Per frame the gain needed to bring the frame's
 /// peak to the ceiling is ceiling/peak (Q15); the gain falls to it at once (attack) and
-/// recovers towards unity with the release time constant, ramped across the frame.
+/// recovers towards unity with the release time constant, ramped across the frame. The
+/// recovery moves at least one Q15 unit a frame, so it ends exactly at unity, at most
+/// ln(2^15)·τ (10.4 time constants, 520 ms for the default 50 ms) plus two frames after
+/// the last frame above the ceiling (checked exhaustively for every Q15 coefficient of
+/// τ in 1…5000 ms and every gain a ceiling allows); from then on frames pass unchanged.
 ///
 /// Without lookahead a falling gain is applied as a step at the frame start, so no
 /// sample exceeds the ceiling. With lookahead (10 ms more latency) the frame is delayed
@@ -624,7 +667,10 @@ public final class Limiter: AudioHook, @unchecked Sendable {
             peak = Audio.peak(frame)
         }
         let g0 = state.pointee.gainQ15
-        let released = g0 &+ mul16x16Q15(32768 &- g0, releaseQ15)
+        // At least one Q15 unit up while below unity: once (32768 − g)·k < 2^14 the
+        // rounded step is zero, and the gain would stay at 32766 or 32767 for ever,
+        // scaling every frame (and never handing the levels on in a chain).
+        let released = g0 &+ max(mul16x16Q15(32768 &- g0, releaseQ15), min(32768 &- g0, 1))
         var direct = !lookahead
         if frame.count > delayCapacity { direct = true }
         if direct {
@@ -634,7 +680,7 @@ public final class Limiter: AudioHook, @unchecked Sendable {
             if g0 == 32768 && g1 == 32768 && e >= 0 { publishLevels(info, peak: peak, energy: e) }
             if g1 < g0 {
                 applyGain(frame, FixedGain(mantissa: g1, shift: 15))
-            } else {
+            } else if g0 != 32768 || g1 != 32768 { // (at unity, not even the call: -Osize keeps it out of line)
                 applyGainRamp(frame, channels: info.channels, from: FixedGain(mantissa: g0, shift: 15),
                               to: FixedGain(mantissa: g1, shift: 15))
             }

@@ -276,6 +276,27 @@ import Wire
         #expect(maxAbsDiff(out, ref) <= 2)
     }
 
+    /// After one loud frame the gain must come back to exactly unity (Limiter's doc: within
+    /// ln(2^15)·τ plus two frames), and then frames pass bit-exact. The quiet part peaks at
+    /// 20000, above 16384, so a gain one Q15 unit short of unity (32767) changes samples:
+    /// exact frames prove the gain is 32768. Rounding the recovery step to nearest left the
+    /// gain at 32766 or 32767 for ever (a step of (32768 − g)·k/32768 < ½ rounds to zero).
+    @Test(arguments: [50.0, 20, 500])
+    func limiterRecoversToExactlyUnity(releaseMilliseconds: Double) throws {
+        let lim = try Limiter(ceilingDBFS: -1, releaseMilliseconds: releaseMilliseconds)
+        let loud = (0..<480).map { $0 % 2 == 0 ? Int16(32767) : Int16.min }
+        let bound = Int((log(32768) * releaseMilliseconds / 10).rounded(.up)) + 2
+        let quietFrames = bound + 20
+        let quiet = quantise(sine(300, amplitude: 20000, rate: 48000, count: 480 * quietFrames))
+        let (out, _) = run(lim, loud + quiet)
+        let exact = (0..<quietFrames).map { f in
+            Array(out[(480 * (f + 1))..<(480 * (f + 2))]) == Array(quiet[(480 * f)..<(480 * (f + 1))])
+        }
+        let first = exact.firstIndex(of: true)
+        #expect(first != nil && first! <= bound, "first exact frame \(String(describing: first)), bound \(bound)")
+        if let first { #expect(exact[first...].allSatisfy { $0 }) }
+    }
+
     @Test func limiterLookaheadDelaysOneFrameAndNeverClips() throws {
         let lim = try Limiter(ceilingDBFS: -3, releaseMilliseconds: 20, lookahead: true)
         let ceiling = Int(lim.ceiling)

@@ -153,3 +153,59 @@ private final class HalvingHook: AudioHook {
         chain.stop()
     }
 }
+
+@Suite struct LevelKernelTests {
+    /// `energy` and `peak` against plain 64-bit loops: the corners of every input, odd
+    /// lengths, and more than one 2^16-sample chunk of full-scale −32768 (each pair sum
+    /// 2^31, the halves at their largest).
+    @Test func energyAndPeakMatchPlainLoops() {
+        var inputs = HookEquivalenceTests.inputs(count: 480 * 3)
+        inputs.append([Int16](repeating: -32768, count: 200_001))
+        inputs.append([Int16](repeating: 32767, count: 131_072))
+        inputs.append([-32768])
+        inputs.append([])
+        for input in inputs {
+            for count in Set([input.count, max(input.count - 1, 0), min(input.count, 487)]) {
+                var x = Array(input[0..<count])
+                let expectedEnergy = x.reduce(Int64(0)) { $0 + Int64($1) * Int64($1) }
+                let expectedPeak = x.map { abs(Int32($0)) }.max() ?? 0
+                let (p, e) = x.withUnsafeMutableBufferPointer { (peak($0), energy($0)) }
+                #expect(e == expectedEnergy, "\(count) samples from \(input.first ?? 0)")
+                #expect(p == expectedPeak, "\(count) samples from \(input.first ?? 0)")
+            }
+        }
+    }
+}
+
+@Suite struct HighPassLevelTests {
+    /// The 80 Hz high-pass hands its output's peak and energy on in a chain: the meter
+    /// after it reads the same levels as a meter measuring the frame itself, for 10 ms
+    /// frames and for lengths with samples after the last whole block (487, 1203).
+    @Test(arguments: [480, 487, 1203])
+    func chainedMeterReadsWhatItWouldMeasure(samplesPerChannel: Int) throws {
+        let chained = try HighPassFilter(cutoffHz: 80), alone = try HighPassFilter(cutoffHz: 80)
+        let chainedMeter = LevelMeter(), aloneMeter = LevelMeter()
+        let chain = HookChain()
+        try chain.add(chained)
+        try chain.add(chainedMeter)
+        var mismatches = 0
+        for input in HookEquivalenceTests.inputs(count: samplesPerChannel * 20) {
+            chain.start(.standard)
+            alone.captureDidStart(.standard)
+            for f in 0..<20 {
+                var a = Array(input[(f * samplesPerChannel)..<((f + 1) * samplesPerChannel)])
+                var b = a
+                let info = FrameInfo(format: .standard, samplesPerChannel: samplesPerChannel, sequence: UInt64(f),
+                                     captureTime: .zero)
+                _ = a.withUnsafeMutableBufferPointer { chain.process($0, info) }
+                _ = b.withUnsafeMutableBufferPointer { alone.process($0, info) }
+                _ = b.withUnsafeMutableBufferPointer { aloneMeter.process($0, info) }
+                if a != b || chainedMeter.peak != aloneMeter.peak || chainedMeter.meanSquare != aloneMeter.meanSquare {
+                    mismatches += 1
+                }
+            }
+            chain.stop()
+        }
+        #expect(mismatches == 0)
+    }
+}
