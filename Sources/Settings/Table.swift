@@ -117,7 +117,7 @@ extension SettingsTable {
             $0.carryTurns = $1
         },
         .optional("duplex", Parser<Duplex>.oneOf, .session, .agent,
-                  "full: the microphone stays open while the assistant speaks (barge-in); half: silence is sent meanwhile (default full with aec, else half)") {
+                  "full: the microphone stays open while the assistant speaks (barge-in), once the echo canceller has converged; half: silence is sent meanwhile (default full with aec, else half)") {
             $0.duplex = $1
         },
         .value("barge-in-ms", .whole(0...2_000, "0 (off) or a whole number of milliseconds from 1 to 2000", metavar: "MS"), .session, .agent,
@@ -155,7 +155,7 @@ extension SettingsTable {
         .value("capture-channel", .captureChannel, .hooks, [.agent, .audio], default: "mix", aliases: [Alias("channel")],
                "the device channel that becomes the voice, 0 the left of a stereo HAT (mix: their average)") { $0.captureChannel = $1 },
         .value("aec", .boolean, .hooks, [.agent, .audio], default: "false",
-               "acoustic echo cancellation (speexdsp MDF) against what the speaker plays; the echo delay is found") { $0.aec = $1 },
+               "acoustic echo cancellation (speexdsp MDF, at 16 kHz: what is sent is then band-limited to 7.2 kHz and 3 ms later at 48 kHz) against what the speaker plays; the echo delay is found") { $0.aec = $1 },
         .value("aec-filter-ms", .whole(20...1000, "a whole number of milliseconds from 20 to 1000", metavar: "MS"), .hooks, [.agent, .audio],
                default: "250", "the room tail the echo canceller models, after the delay") { $0.aecFilterMS = $1 },
         .value("aec-suppress-db", .whole(0...60, "0 (off) or a whole number of dB from 1 to 60", metavar: "DB"), .hooks, [.agent, .audio],
