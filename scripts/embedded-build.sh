@@ -60,6 +60,7 @@ scripts/build-speexdsp.sh "$arch"
 
 swiftc=$(command -v swiftc)
 toolchain=$(cd "$(dirname "$swiftc")/.." && pwd)
+clang=$toolchain/bin/clang
 embedded_lib=$toolchain/lib/swift/embedded/$target
 
 # Product modules in dependency order, read from Package.swift itself so the two
@@ -112,13 +113,23 @@ for line in "${modules[@]}"; do
   if [ "$kind" = executable ]; then
     for m in "${merged[@]}"; do mapfile -t -O "${#files[@]}" files < <(find "Sources/$m" -name '*.swift' | sort); done
   fi
+  # swiftc emits optimised LLVM IR and the toolchain's clang (the same LLVM) generates the
+  # object, only to get one section per global (-fdata-sections): swiftc has
+  # -function-sections but puts all of a module's data in one .data/.data.rel.ro/.bss,
+  # so --gc-sections kept every global of a module that used any, and with them the
+  # functions their metadata and closures point to, plus a dynamic relocation (24 bytes)
+  # per pointer. Measured on arm64: 2,063,560 → 1,996,464 bytes stripped. No LLVM pass
+  # runs again (-disable-llvm-passes); -fPIC matches swiftc's relocation model.
   emit=(-emit-module -emit-module-path "$out/modules/$name.swiftmodule")
   [ "$kind" = executable ] && emit=()
   "$swiftc" -target "$target" -enable-experimental-feature Embedded -wmo -Osize \
     -parse-as-library -module-name "$name" -swift-version 6 -warnings-as-errors \
     -Xfrontend -function-sections \
     -I "$out/modules" "${includes[@]}" -Xcc -I -Xcc "$srtp/include" "${cflags[@]}" "$@" \
-    "${emit[@]}" -c "${files[@]}" -o "$out/obj/$name.o"
+    "${emit[@]}" -emit-ir "${files[@]}" -o "$out/obj/$name.ll"
+  "$clang" -target "$target" -Os -fPIC -Xclang -disable-llvm-passes -ffunction-sections -fdata-sections \
+    -Wno-override-module -c "$out/obj/$name.ll" -o "$out/obj/$name.o"
+  rm -f "$out/obj/$name.ll"
 done
 
 # Static C libraries first (libsrtp before mbedtls, whose AES and HMAC it uses; speexdsp
