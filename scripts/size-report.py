@@ -1,12 +1,28 @@
 #!/usr/bin/env python3
 """What each input adds to the linked binary, from the GNU ld map file: the sizes of the
-allocated sections kept after --gc-sections, summed by archive (C libraries) or object
-(Swift modules). Usage: size-report.py build/arm64/linnet.map"""
+allocated sections kept after --gc-sections, summed by archive (C libraries) or Swift
+module (from the mangled name of each section's symbol). Usage: size-report.py build/arm64/linnet.map"""
 import re
 import sys
 from collections import defaultdict
 
 totals = defaultdict(int)
+
+
+def swift_module(section):
+    """The module a Swift section belongs to, from its symbol's mangled name: the build
+    generates every module into one object (embedded-build.sh), with one section per
+    function and per global. `$e<len><Module>…` names the module of the declaration (a
+    specialisation counts where its generic is declared); `$es`/`$eS…` is the standard
+    library's code instantiated for Linnet's types. Sections without a Swift name
+    (machine-outlined code, merged string literals) are "shared"."""
+    m = re.search(r"\$e(s|S|\d+)", section)
+    if not m:
+        return "(shared: outlined code, string literals)"
+    if not m.group(1)[0].isdigit():
+        return "(stdlib instances)"
+    start = m.end()
+    return section[start:start + int(m.group(1))]
 section = None
 pending = None
 with open(sys.argv[1]) as f:
@@ -35,7 +51,7 @@ with open(sys.argv[1]) as f:
             if a:
                 key = "lib" + a.group(1)
             elif origin.endswith(".o") and "/obj/" in origin:
-                key = "swift:" + origin.rsplit("/", 1)[1][:-2]
+                key = "swift:" + swift_module(name)
             else:
                 key = "other (crt, libc stubs)"
             if ".eh_frame" in name:
