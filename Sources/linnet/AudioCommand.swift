@@ -206,8 +206,14 @@ enum AudioCommand {
             ?? (config.playback == "none" ? .discard(deviceFormat) : .device(config.playback, playRequest))
         let duplex: DuplexAudio
         do throws(DuplexError) {
-            duplex = try DuplexAudio(DuplexConfiguration(rate: hooks.rate, capture: input, channel: hooks.channel, playback: output),
-                                     captureChain: hooks.chain)
+            var configuration = DuplexConfiguration(rate: hooks.rate, capture: input, channel: hooks.channel, playback: output)
+            // A file has nothing to wait for: keep 200 ms of it queued (of the ring's
+            // 320) rather than a call's 30, so a loop held up on a loaded machine does not
+            // make the speaker underrun. A gap would move the far end against an echo
+            // prepared for it (the echo test), and the reference follows what is played
+            // whatever the queue holds.
+            if farEnd != nil { configuration.playoutTarget = .milliseconds(200) }
+            duplex = try DuplexAudio(configuration, captureChain: hooks.chain)
             hooks.liveReference?.source = duplex.reference
         } catch {
             switch error {

@@ -70,7 +70,10 @@ import Foundation
     /// --aec (the contrast) the echo stays.
     ///
     /// The threads run in real time beside the rest of the suite on a loaded machine:
-    /// the figures are taken over 500 ms windows and asked of most of them.
+    /// the figures are taken over 500 ms windows and asked of most of them. Measured
+    /// (load average 8 on 2 cores): echo delay found 77–82 ms; echo reduced 17.8–19.5 dB
+    /// over 4–8 s (windows 14.6–27.7 dB, a slow start at 3.8 and 8.5 dB once); double
+    /// talk 8.6–12.1 dB against the microphone's 1.6–3.3 dB; without --aec 0.4 dB.
     @Test(arguments: [true, false])
     func cancelsThroughALSAFilePlugins(aec: Bool) throws {
         let rate = 48_000
@@ -153,18 +156,21 @@ import Foundation
             let snr = max(Signal.alignedSNR(near, sent, lag: lag, from: a, length: window), Signal.alignedSNR(near, sent, lag: local, from: a, length: window))
             kept.append((snr, Signal.alignedSNR(near, mic, lag: 0, from: a, length: window)))
         }
-        let delay = r.out.split(separator: ";").first { $0.contains("aec:") } ?? "no canceller"
         func f(_ x: Double) -> String { String(format: "%.1f", x) }
-        print("linnet audio --far-end\(aec ? " --aec" : "") through ALSA file plugins:\(delay); echo reduced \(f(overall)) dB over 4–8 s, "
+        print("linnet audio --far-end\(aec ? " --aec" : "") through ALSA file plugins: echo reduced \(f(overall)) dB over 4–8 s, "
               + "windows \(reductions.map(f).joined(separator: " ")); double talk aligned SNR sent \(kept.map { f($0.sent) }.joined(separator: " ")) "
-              + "against the microphone's \(kept.map { f($0.mic) }.joined(separator: " ")) dB (sent delay \(lag) samples); \(exact) of \(playedWindows) windows played exactly")
+              + "against the microphone's \(kept.map { f($0.mic) }.joined(separator: " ")) dB (sent delay \(lag) samples); \(exact) of \(playedWindows) windows played exactly; \(r.out.trimmingCharacters(in: .whitespacesAndNewlines))")
         if aec {
             #expect(r.out.contains("aec: echo delay "), "\(r.out)")
-            #expect(overall >= 14, "echo reduced \(overall) dB")
-            #expect(reductions.filter { $0 >= 10 }.count >= 6, "\(reductions)")
+            // Measured on a loaded 2-core machine: the median window 17–22 dB; a run
+            // whose delay search moved a few times (load average 11) started at 4 and
+            // 9 dB, then 16–26. The median and a majority, not the mean, carry that.
+            let sorted = reductions.sorted()
+            #expect((sorted[3] + sorted[4]) / 2 >= 15, "echo reduced \(reductions) dB")
+            #expect(reductions.filter { $0 >= 10 }.count >= 6, "echo reduced \(reductions) dB")
             #expect(kept.filter { $0.sent >= $0.mic + 4 }.count >= 4, "\(kept)")
         } else {
-            #expect(overall < 3, "echo reduced \(overall) dB without the canceller")
+            #expect(overall < 3 && reductions.allSatisfy { $0 < 3 }, "echo reduced \(reductions) dB without the canceller")
         }
     }
 
