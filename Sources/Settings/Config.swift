@@ -200,6 +200,11 @@ public struct Config: Sendable, Equatable {
     public var bargeInMS = 0
     /// `linnet audio`'s offline echo reference: what the speaker played.
     public var reference: String? = nil
+    /// `linnet audio`'s live echo test: what the speaker plays instead of the loopback.
+    public var farEnd: String? = nil
+    /// `linnet audio`'s live mode: what would be sent (after the hooks, through Opus and
+    /// back), to a WAV file.
+    public var sent: String? = nil
     public var bitrate = 0
     public var complexity = 0
     public var fec = false

@@ -56,6 +56,14 @@ extension SettingsTable {
                   "with input, output and aec: what the speaker played, sample-aligned with input at the start (the echo delay is found)") {
             $0.reference = $1
         },
+        .optional("far-end", .path("SPEAKER.wav"), .audioEnds, .audio,
+                  "live, with a playback device: the speaker plays this file (converted to the pipeline's rate) instead of the loopback; an echo test") {
+            $0.farEnd = $1
+        },
+        .optional("sent", .path("FILE.wav"), .audioEnds, .audio,
+                  "live: what would be sent, to a WAV file (the capture after the hooks, Opus encoded and decoded: what the provider hears)") {
+            $0.sent = $1
+        },
         .value("loop-input", .boolean, .audioEnds, [.agent, .audio], default: "false", "start input again at its end") { $0.loopInput = $1 },
 
         .optional("ptt", .gpioLine, .button, .agent,

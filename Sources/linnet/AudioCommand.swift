@@ -30,6 +30,7 @@ enum AudioCommand {
             } else if config.aec && config.input != nil && config.output != nil {
                 throw CLIFailure(.usage, "audio: --aec offline needs --reference SPEAKER.wav (what the speaker played)")
             }
+            try checkEchoTest(config)
             let hooks = try AudioSetup(config: config, reference: reference)
             // As for run, input and output replace capture and playback; with both, no
             // device is involved and the conversion runs as fast as it can.
@@ -40,6 +41,28 @@ enum AudioCommand {
         } catch {
             Log.error("audio: \(error.message)")
             return error.status
+        }
+    }
+
+    /// `--far-end` and `--sent` belong to live runs: refused, as usage errors, where they
+    /// would be ignored or would overwrite a file this run reads.
+    static func checkEchoTest(_ config: Config) throws(CLIFailure) {
+        let offline = config.input != nil && config.output != nil
+        if config.farEnd != nil {
+            if offline {
+                throw CLIFailure(.usage, "audio: --far-end is what a speaker plays live; offline, give the speaker's file as --reference SPEAKER.wav")
+            }
+            if config.output != nil || config.playback == "none" {
+                throw CLIFailure(.usage, "audio: --far-end is what the speaker plays: give a playback device (--playback PCM), not --output or playback none")
+            }
+        }
+        if let sent = config.sent {
+            if offline {
+                throw CLIFailure(.usage, "audio: --sent records live runs; offline, --output is already what would be sent")
+            }
+            for (name, path) in [("--input", config.input), ("--output", config.output), ("--far-end", config.farEnd), ("--reference", config.reference)] where path == sent {
+                throw CLIFailure(.usage, "audio: --sent and \(name) name the same file '\(sent)'")
+            }
         }
     }
 
@@ -132,6 +155,12 @@ enum AudioCommand {
         let peak = hooks.meter.peakDBFS
         let peakText = hooks.meter.frameCount == 0 ? "no whole 10 ms frame to measure"
             : peak.isFinite ? "last frame peak \(Int(saturating: peak.rounded())) dBFS" : "last frame digital silence (peak −∞ dBFS)"
+        writeOut("audio: \(f.sampleFormat) \(f.sampleRate) Hz × \(f.channels) → \(hooks.rate.hertz) Hz mono, \(packets) Opus packets, \(Int(saturating: kbps.rounded())) kbit/s, \(frames) samples written; \(peakText)\(hookFigures(hooks))\n")
+        return .ok
+    }
+
+    /// What the canceller found and the voice flag saw, for the summary line.
+    static func hookFigures(_ hooks: AudioSetup) -> String {
         var extra = ""
         if let c = hooks.canceller {
             let d = c.estimatedDelayMilliseconds.map { "echo delay \(Int(saturating: $0.rounded())) ms" } ?? "no echo delay found"
@@ -140,20 +169,32 @@ enum AudioCommand {
         if let p = hooks.preprocessor, hooks.voiceFlag {
             extra += "; voice flag on in \(p.voiceFrameCount) of \(hooks.meter.frameCount) frames"
         }
-        writeOut("audio: \(f.sampleFormat) \(f.sampleRate) Hz × \(f.channels) → \(hooks.rate.hertz) Hz mono, \(packets) Opus packets, \(Int(saturating: kbps.rounded())) kbit/s, \(frames) samples written; \(peakText)\(extra)\n")
-        return .ok
+        return extra
     }
 
     /// Devices (or a paced file) on the real-time threads for --seconds (0: until a
     /// signal stops it): one duplex pipeline, the capture's frames encoded and handed
     /// straight to the receive side's jitter buffer (a call with no network), played out
     /// as the speaker asks for them.
+    ///
+    /// The echo test (`--far-end`): the speaker plays a file instead of the loopback,
+    /// pulled by the playback thread's requests exactly as the network's voice is, so the
+    /// echo canceller meets the reference, the delays and the threads of a call; the
+    /// packets then go nowhere. `--sent` records what would be sent, after Opus and back.
     static func live(_ config: Config, hooks: AudioSetup) throws(CLIFailure) -> ExitStatus {
         let seconds = config.seconds
         var request = PCMRequest()
         request.channels = hooks.channel.map { $0 + 1 } ?? 1
         request.paced = config.pace
         if config.input == nil && config.capture == "none" { throw CLIFailure(.usage, "audio: nothing to capture (capture is none): give --input FILE.wav or --capture PCM") }
+        // Both files before any device opens or thread starts: a bad one costs nothing.
+        var farEnd: FarEnd? = nil
+        if let path = config.farEnd {
+            farEnd = FarEnd(samples: try convertedWAV(path: path, rate: hooks.rate, channel: nil, option: "--far-end"),
+                            frameSamples: hooks.rate.samplesPerFrame * hooks.frameMilliseconds / 10)
+        }
+        var sent: SentRecorder? = nil
+        if let path = config.sent { sent = try SentRecorder(path: path, rate: hooks.rate) }
         let input: CaptureInput = config.input.map { .file($0, paced: true, loop: config.loopInput) } ?? .device(config.capture, request)
         _ = SignalSourceHolder.shared
         let loop = try wrap { () throws(SystemError) in try EventLoop() }
@@ -165,8 +206,14 @@ enum AudioCommand {
             ?? (config.playback == "none" ? .discard(deviceFormat) : .device(config.playback, playRequest))
         let duplex: DuplexAudio
         do throws(DuplexError) {
-            duplex = try DuplexAudio(DuplexConfiguration(rate: hooks.rate, capture: input, channel: hooks.channel, playback: output),
-                                     captureChain: hooks.chain)
+            var configuration = DuplexConfiguration(rate: hooks.rate, capture: input, channel: hooks.channel, playback: output)
+            // A file has nothing to wait for: keep 200 ms of it queued (of the ring's
+            // 320) rather than a call's 30, so a loop held up on a loaded machine does not
+            // make the speaker underrun. A gap would move the far end against an echo
+            // prepared for it (the echo test), and the reference follows what is played
+            // whatever the queue holds.
+            if farEnd != nil { configuration.playoutTarget = .milliseconds(200) }
+            duplex = try DuplexAudio(configuration, captureChain: hooks.chain)
             hooks.liveReference?.source = duplex.reference
         } catch {
             switch error {
@@ -183,15 +230,26 @@ enum AudioCommand {
         var packets = 0
         var sequence: Int64 = 0
         var timestamp: UInt32 = 0
+        // The speaker's audio: the far-end file, or the network's voice from the jitter
+        // buffer; either way handed over when the playback thread asks for more.
+        let downlink: (UnsafeMutableBufferPointer<Int16>) -> Int
+        if let farEnd {
+            downlink = { out in farEnd.play(into: out) }
+        } else {
+            downlink = { out in media.playout(now: loop.now, into: out) }
+        }
+        let loopback = farEnd == nil
         duplex.attach(to: loop, frameSamples: media.clock.samples, uplink: { frame, _ in
             guard let n = packet.withUnsafeMutableBytes({ media.encode(UnsafeBufferPointer(frame), into: $0) }) else { return }
             packets += 1
+            if let sent { packet.withUnsafeBytes { sent.record(UnsafeRawBufferPointer(rebasing: $0[0..<n]), frameSamples: frame.count) } }
+            guard loopback else { return }
             // Sent and received at once: the packet goes to the jitter buffer as the
             // network would hand it over, stamped as RTP would stamp it.
             media.received(sequence: sequence, timestamp: timestamp, payload: Array(packet[0..<n]), arrival: loop.now)
             sequence += 1
             timestamp &+= media.clock.rtpTicks
-        }, downlink: { out in media.playout(now: loop.now, into: out) })
+        }, downlink: downlink)
         do throws(DeviceError) { try duplex.start() } catch { throw CLIFailure(.unavailable, error.description) }
         if !duplex.realtime { Log.info("real-time scheduling not permitted (no CAP_SYS_NICE or LimitRTPRIO): audio threads run at normal priority") }
         if seconds > 0 { loop.schedule(after: .seconds(Int64(seconds))) { loop.stop() } }
@@ -216,56 +274,84 @@ enum AudioCommand {
             Log.error("the output is incomplete: \(failure)")
             status = .ioError
         }
+        var extra = hookFigures(hooks)
+        if let farEnd { extra += "; far end: \(tenths(farEnd.playedSeconds(hooks.rate))) of \(tenths(farEnd.seconds(hooks.rate))) s played" }
+        if let sent {
+            do throws(FileError) { try sent.close() } catch {
+                Log.error("--sent \(error)")
+                status = .ioError
+            }
+            if let failure = sent.failure {
+                Log.error("--sent is incomplete: \(failure)")
+                status = .ioError
+            }
+            extra += "; sent: \(tenths(sent.writer.seconds)) s written"
+        }
         let playback = duplex.playback
         let c = duplex.capture?.counters, p = playback.counters
         let captureFormat = duplex.capture.map { $0.format.description } ?? "none"
-        writeOut("audio: capture \(captureFormat), \(c?.periods.load(ordering: .relaxed) ?? 0) periods, \(c?.xruns.load(ordering: .relaxed) ?? 0) xruns; playback \(playback.format), \(p.xruns.load(ordering: .relaxed)) xruns, \(duplex.playbackPipeline.underruns.xruns.load(ordering: .relaxed)) underruns; \(packets) Opus packets\n")
+        writeOut("audio: capture \(captureFormat), \(c?.periods.load(ordering: .relaxed) ?? 0) periods, \(c?.xruns.load(ordering: .relaxed) ?? 0) xruns; playback \(playback.format), \(p.xruns.load(ordering: .relaxed)) xruns, \(duplex.playbackPipeline.underruns.xruns.load(ordering: .relaxed)) underruns; \(packets) Opus packets\(extra)\n")
         return status
     }
 }
 
-/// `linnet audio --reference`: the speaker's file through the same conversion as the
-/// microphone's (a capture pipeline with no hooks), held whole, handed to the echo
-/// canceller one 10 ms frame per capture frame. Both files start together, so frame k
-/// of one is played while frame k of the other is heard.
+/// A WAV file at the pipeline's rate, mono: through the same conversion as the
+/// microphone's (a capture pipeline with no hooks: format, channel or average,
+/// resampling), held whole. `option` names the flag in messages.
+func convertedWAV(path: String, rate: SampleRate, channel: Int?, option: String) throws(CLIFailure) -> [Int16] {
+    let reader: WAVReader
+    do throws(FileError) { reader = try WAVReader(path: path) } catch { throw CLIFailure(.dataError, "\(option): \(error.description)") }
+    // The 256 MiB a capture file may hold (AudioThreads), for the same reason.
+    guard reader.remainingBytes <= 256 << 20 else {
+        throw CLIFailure(.dataError, "\(option): \(FileError.tooLarge(path: path, bytes: reader.remainingBytes).description)")
+    }
+    let f = reader.format
+    let device = DeviceFormat(sampleFormat: f.sampleFormat, sampleRate: f.sampleRate, channels: f.channels, periodFrames: max(1, f.sampleRate / 100))
+    let notify = try wrap { () throws(SystemError) in try EventFD() }
+    let channel: Int? = if let channel, channel < f.channels { channel } else { nil }
+    let pipeline: CapturePipeline
+    do throws(AudioError) {
+        pipeline = try CapturePipeline(device: device, rate: rate, channel: channel, chain: HookChain(), notify: notify, ringFrames: 8)
+    } catch {
+        throw CLIFailure(.dataError, "\(option) '\(path)': \(error)")
+    }
+    var samples: [Int16] = []
+    samples.reserveCapacity(reader.remainingBytes / max(1, f.bytesPerFrame) * rate.hertz / max(1, f.sampleRate) + rate.samplesPerFrame)
+    var period = [UInt8](repeating: 0, count: device.periodFrames * f.bytesPerFrame)
+    var frame = [Int16](repeating: 0, count: rate.samplesPerFrame)
+    pipeline.captureStarted(device)
+    var time = Instant.zero
+    while true {
+        let n = try period.withMutableBytes { (b: UnsafeMutableRawBufferPointer) throws(CLIFailure) -> Int in
+            do throws(FileError) { return try reader.read(into: b) } catch { throw CLIFailure(.dataError, "\(option): \(error.description)") }
+        }
+        if n == 0 { break }
+        period.withUnsafeBytes { raw in
+            pipeline.captured(UnsafeRawBufferPointer(rebasing: raw[0..<n]), frames: n / f.bytesPerFrame, format: device, time: time)
+        }
+        time += .milliseconds(10)
+        while pipeline.ring.availableToRead >= frame.count {
+            _ = frame.withUnsafeMutableBufferPointer { pipeline.ring.pop(into: $0) }
+            samples += frame
+        }
+    }
+    pipeline.captureStopped(device)
+    notify.drain()
+    return samples
+}
+
+/// `linnet audio --reference`: the speaker's file, converted as the microphone is
+/// (`convertedWAV`), handed to the echo canceller one 10 ms frame per capture frame.
+/// Both files start together, so frame k of one is played while frame k of the other is
+/// heard.
 final class FileReference: EchoReference, @unchecked Sendable {
-    private var samples: [Int16] = []
+    private let samples: [Int16]
     private var next = 0
 
     init(path: String, config: Config) throws(CLIFailure) {
         guard let rate = SampleRate(rawValue: config.rate) else { throw CLIFailure(.config, "rate must be 16000, 24000 or 48000") }
-        let reader: WAVReader
-        do throws(FileError) { reader = try WAVReader(path: path) } catch { throw CLIFailure(.dataError, "--reference: \(error.description)") }
-        let f = reader.format
-        let device = DeviceFormat(sampleFormat: f.sampleFormat, sampleRate: f.sampleRate, channels: f.channels, periodFrames: max(1, f.sampleRate / 100))
-        let notify = try wrap { () throws(SystemError) in try EventFD() }
-        let channel: Int? = if case .index(let k) = config.captureChannel, k < f.channels { k } else { nil }
-        let pipeline: CapturePipeline
-        do throws(AudioError) {
-            pipeline = try CapturePipeline(device: device, rate: rate, channel: channel, chain: HookChain(), notify: notify, ringFrames: 8)
-        } catch {
-            throw CLIFailure(.dataError, "--reference '\(path)': \(error)")
-        }
-        var period = [UInt8](repeating: 0, count: device.periodFrames * f.bytesPerFrame)
-        var frame = [Int16](repeating: 0, count: rate.samplesPerFrame)
-        pipeline.captureStarted(device)
-        var time = Instant.zero
-        while true {
-            let n = try period.withMutableBytes { (b: UnsafeMutableRawBufferPointer) throws(CLIFailure) -> Int in
-                do throws(FileError) { return try reader.read(into: b) } catch { throw CLIFailure(.dataError, "--reference: \(error.description)") }
-            }
-            if n == 0 { break }
-            period.withUnsafeBytes { raw in
-                pipeline.captured(UnsafeRawBufferPointer(rebasing: raw[0..<n]), frames: n / f.bytesPerFrame, format: device, time: time)
-            }
-            time += .milliseconds(10)
-            while pipeline.ring.availableToRead >= frame.count {
-                _ = frame.withUnsafeMutableBufferPointer { pipeline.ring.pop(into: $0) }
-                samples += frame
-            }
-        }
-        pipeline.captureStopped(device)
-        notify.drain()
+        let channel: Int? = if case .index(let k) = config.captureChannel { k } else { nil }
+        samples = try convertedWAV(path: path, rate: rate, channel: channel, option: "--reference")
     }
 
     func read(into reference: UnsafeMutablePointer<Int16>, count: Int, for info: FrameInfo) -> Bool {
@@ -277,6 +363,75 @@ final class FileReference: EchoReference, @unchecked Sendable {
         next += count
         return n > 0
     }
+}
+
+/// `linnet audio --far-end`: what the speaker plays instead of the loopback, the file
+/// converted to the pipeline's rate (`convertedWAV`, channels averaged). The loop hands
+/// it out one media frame per request of the playback thread, as it hands out the
+/// network's voice, so the speaker's clock paces it; after its end, silence.
+final class FarEnd {
+    private let samples: [Int16]
+    private let frameSamples: Int
+    private var next = 0
+
+    init(samples: [Int16], frameSamples: Int) {
+        self.samples = samples
+        self.frameSamples = max(1, frameSamples)
+    }
+
+    /// The next frame into `out`; 0 once the file has been played (the pipeline then
+    /// plays silence).
+    func play(into out: UnsafeMutableBufferPointer<Int16>) -> Int {
+        let n = min(frameSamples, out.count, samples.count - next)
+        guard n > 0, let o = out.baseAddress else { return 0 }
+        samples.withUnsafeBufferPointer { p in o.update(from: p.baseAddress! + next, count: n) }
+        next += n
+        return n
+    }
+
+    func seconds(_ rate: SampleRate) -> Double { Double(samples.count) / Double(rate.hertz) }
+    func playedSeconds(_ rate: SampleRate) -> Double { Double(next) / Double(rate.hertz) }
+}
+
+/// `linnet audio --sent`: each packet the uplink would send, decoded by a decoder of its
+/// own (the loopback's jitter buffer has one too) and written to a WAV file on the loop:
+/// what the provider would hear, Opus' coding and lookahead included. A packet the
+/// decoder refuses is written as a frame of silence, so the file keeps its timing; the
+/// first write error stops the writing (reported at the end, exit 74, as --output).
+final class SentRecorder {
+    let writer: WAVWriter
+    private let decoder: OpusDecoder
+    private var pcm: [Int16]
+    private(set) var failure: FileError?
+
+    init(path: String, rate: SampleRate) throws(CLIFailure) {
+        do throws(CodecError) { decoder = try OpusDecoder(sampleRate: Int32(rate.hertz), channels: 1) } catch {
+            throw CLIFailure(.software, "--sent: \(error)")
+        }
+        do throws(FileError) { writer = try WAVWriter(path: path, sampleRate: rate.hertz, channels: 1) } catch {
+            throw CLIFailure(.config, "--sent \(error.description)")
+        }
+        // The longest Opus packet is 120 ms (RFC 6716 §3.2.1).
+        pcm = [Int16](repeating: 0, count: rate.hertz * 12 / 100)
+    }
+
+    func record(_ packet: UnsafeRawBufferPointer, frameSamples: Int) {
+        guard failure == nil else { return }
+        let decoder = self.decoder
+        let n = pcm.withUnsafeMutableBufferPointer { out -> Int in
+            if let n = try? decoder.decode(packet, into: out) { return n }
+            let silence = min(frameSamples, out.count)
+            out.baseAddress?.update(repeating: 0, count: silence)
+            return silence
+        }
+        do throws(FileError) {
+            try pcm.withBuffer { (p: UnsafeBufferPointer<Int16>) throws(FileError) in try writer.write(UnsafeBufferPointer(rebasing: p[0..<n])) }
+        } catch {
+            failure = error
+        }
+    }
+
+    func close() throws(FileError) { try writer.close() }
 }
 
 /// Blocks SIGINT/SIGTERM/SIGHUP before audio threads start, so they never take a

@@ -105,6 +105,13 @@ enum CLI {
             (paced) or the capture device to --output or the playback device. It reads the
             config file and LINNET_* as run does, so its hooks and codec are run's; the
             keys mean what they mean for run.
+            Live, what is captured is played back (a call with no network) unless
+            --far-end SPEAKER.wav gives the speaker a file to play instead, pulled by the
+            playback device as a call's voice is: an echo test, with --aec cancelling it
+            against what the speaker really played. --sent FILE.wav records what would be
+            sent: the capture after the hooks, encoded and decoded again (what the
+            provider hears, Opus' 6.5 ms lookahead included). Combined wrongly (--far-end
+            without a playback device, either offline) they are usage errors (64).
             """, options: .audio, run: { args in AudioCommand.run(args) }),
         CommandEntry(name: "devices", synopsis: "devices", intro: """
             Capture and playback devices (ALSA PCM names, as --capture and --playback take
