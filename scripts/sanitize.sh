@@ -25,6 +25,8 @@ shift
 export ASAN_SYMBOLIZER_PATH="${ASAN_SYMBOLIZER_PATH:-/opt/swift/usr/bin/llvm-symbolizer}"
 export TSAN_SYMBOLIZER_PATH="${TSAN_SYMBOLIZER_PATH:-/opt/swift/usr/bin/llvm-symbolizer}"
 export SWIFT_BACKTRACE=enable=no
+# Tests that time real-time threads read it (their threads run several times slower).
+export LINNET_SANITIZER="$kind"
 # Tests that spawn `linnet` or the aiortc peer: the interop peer is only used when
 # AIORTC_PYTHON (or build/interop-venv) is there; here it is left to whoever
 # calls (CI sets it, like `make test`).

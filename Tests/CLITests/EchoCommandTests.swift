@@ -123,66 +123,88 @@ import Foundation
             """.write(toFile: home + "/.asoundrc", atomically: true, encoding: .utf8)
         let args = ["audio", "--capture", "linnet_in", "--playback", "linnet_out", "--pace", "--far-end", farPath, "--sent", sentPath,
                     "--seconds", "12", "--no-high-pass", "--no-limiter", "--bitrate", "64000"] + (aec ? ["--aec"] : [])
-        let r = try Linnet.run(args, environment: ["HOME": home])
-        #expect(r.status == 0, "\(r.err)")
-        #expect(r.out.contains("far end: "), "\(r.out)")
+        // The echo in in.raw was prepared for a speaker that plays on time: a run whose
+        // playback underran or was late (a starved loop on a loaded machine: the summary
+        // counts underruns, and out.raw shows the far end shifted) no longer matches it,
+        // as no room would. Such a run is said and made again, up to three times; the
+        // canceller is judged on a run that played on time.
+        var attempt = 0
+        while true {
+            attempt += 1
+            let r = try Linnet.run(args, environment: ["HOME": home])
+            #expect(r.status == 0, "\(r.err)")
+            #expect(r.out.contains("far end: "), "\(r.out)")
 
-        // The speaker played the far end: out.raw is far.wav, window by window (a
-        // starved loop may have let the ring underrun, which shifts what follows).
-        let raw = try Data(contentsOf: URL(fileURLWithPath: home + "/out.raw"))
-        let played = stride(from: 0, to: raw.count - 1, by: 2).map { Int16(bitPattern: UInt16(raw[$0]) | UInt16(raw[$0 + 1]) << 8) }
-        #expect(played.count >= 10 * rate, "\(played.count) samples played")
-        var exact = 0, playedWindows = 0
-        var start = rate / 2
-        var playedLag = Signal.bestLag(far, played, range: 0..<4_800, from: start, length: rate / 5)
-        while start + rate / 5 + playedLag + 4_800 <= played.count && start + rate / 5 <= far.count {
-            var snr = Signal.alignedSNR(far, played, lag: playedLag, from: start, length: rate / 5)
-            if snr <= 40 {
-                playedLag = Signal.bestLag(far, played, range: playedLag..<(playedLag + 4_800), from: start, length: rate / 5)
-                snr = Signal.alignedSNR(far, played, lag: playedLag, from: start, length: rate / 5)
+            // The speaker played the far end: out.raw is far.wav, window by window (a
+            // starved loop may have let the ring underrun, which shifts what follows).
+            let raw = try Data(contentsOf: URL(fileURLWithPath: home + "/out.raw"))
+            let played = stride(from: 0, to: raw.count - 1, by: 2).map { Int16(bitPattern: UInt16(raw[$0]) | UInt16(raw[$0 + 1]) << 8) }
+            #expect(played.count >= 10 * rate, "\(played.count) samples played")
+            var exact = 0, playedWindows = 0
+            var start = rate / 2
+            var playedLag = Signal.bestLag(far, played, range: 0..<4_800, from: start, length: rate / 5)
+            while start + rate / 5 + playedLag + 4_800 <= played.count && start + rate / 5 <= far.count {
+                var snr = Signal.alignedSNR(far, played, lag: playedLag, from: start, length: rate / 5)
+                if snr <= 40 {
+                    playedLag = Signal.bestLag(far, played, range: playedLag..<(playedLag + 4_800), from: start, length: rate / 5)
+                    snr = Signal.alignedSNR(far, played, lag: playedLag, from: start, length: rate / 5)
+                }
+                if snr > 40 { exact += 1 }
+                playedWindows += 1
+                start += rate / 5
             }
-            if snr > 40 { exact += 1 }
-            playedWindows += 1
-            start += rate / 5
-        }
-        #expect(playedWindows >= 40 && exact * 10 >= playedWindows * 8, "\(exact) of \(playedWindows) windows of out.raw are far.wav")
+            var underruns = 0
+            if let m = r.out.range(of: #"[0-9]+ underruns"#, options: .regularExpression) {
+                underruns = Int(r.out[m].split(separator: " ")[0]) ?? 0
+            }
+            if underruns > 0 || exact < playedWindows {
+                print("linnet audio --far-end\(aec ? " --aec" : ""): run \(attempt) disturbed (\(underruns) underruns, \(exact) of \(playedWindows) windows played exactly)")
+                if attempt < 3 { continue }
+                // Under a sanitizer every thread runs several times slower: said, not judged.
+                if ProcessInfo.processInfo.environment["LINNET_SANITIZER"] != nil { return }
+                Issue.record("three runs in a row did not play on time: the threads were starved")
+                return
+            }
+            #expect(playedWindows >= 40 && exact * 10 >= playedWindows * 8, "\(exact) of \(playedWindows) windows of out.raw are far.wav")
 
-        // What would be sent, against the microphone: aligned on the near end (Opus'
-        // lookahead, the canceller's resampling and its suppressor's frame).
-        let sent = try WAVFile.read16(sentPath).samples
-        #expect(sent.count >= 11 * rate, "\(sent.count) samples sent")
-        guard sent.count >= 11 * rate + 4_800 else { return }
-        let lag = Signal.bestLag(near, sent, range: 0..<4_800, from: nearStart, length: 2 * rate)
-        // Echo reduction (ERLE) in far-end-only speech after the canceller's first 4 s.
-        let window = rate / 2
-        var reductions: [Double] = []
-        for a in stride(from: 4 * rate, to: nearStart, by: window) {
-            reductions.append(20 * log10(Signal.rms(mic[a..<(a + window)]) / max(Signal.rms(sent[(a + lag)..<(a + lag + window)]), 1)))
-        }
-        let overall = 20 * log10(Signal.rms(mic[(4 * rate)..<nearStart]) / max(Signal.rms(sent[(4 * rate + lag)..<(nearStart + lag)]), 1))
-        // The near end in double talk (8–11 s), 500 ms windows: at the delay found
-        // over 2 s, or at one of their own (a frame the loop dropped shifts the rest).
-        var kept: [(sent: Double, mic: Double)] = []
-        for a in stride(from: nearStart, to: 11 * rate, by: window) {
-            let local = Signal.bestLag(near, sent, range: max(0, lag - 480)..<(lag + 480), from: a, length: window)
-            let snr = max(Signal.alignedSNR(near, sent, lag: lag, from: a, length: window), Signal.alignedSNR(near, sent, lag: local, from: a, length: window))
-            kept.append((snr, Signal.alignedSNR(near, mic, lag: 0, from: a, length: window)))
-        }
-        func f(_ x: Double) -> String { String(format: "%.1f", x) }
-        print("linnet audio --far-end\(aec ? " --aec" : "") through ALSA file plugins: echo reduced \(f(overall)) dB over 4–8 s, "
-              + "windows \(reductions.map(f).joined(separator: " ")); double talk aligned SNR sent \(kept.map { f($0.sent) }.joined(separator: " ")) "
-              + "against the microphone's \(kept.map { f($0.mic) }.joined(separator: " ")) dB (sent delay \(lag) samples); \(exact) of \(playedWindows) windows played exactly; \(r.out.trimmingCharacters(in: .whitespacesAndNewlines))")
-        if aec {
-            #expect(r.out.contains("aec: echo delay "), "\(r.out)")
-            // Measured on a loaded 2-core machine: the median window 17–22 dB; a run
-            // whose delay search moved a few times (load average 11) started at 4 and
-            // 9 dB, then 16–26. The median and a majority, not the mean, carry that.
-            let sorted = reductions.sorted()
-            #expect((sorted[3] + sorted[4]) / 2 >= 15, "echo reduced \(reductions) dB")
-            #expect(reductions.filter { $0 >= 10 }.count >= 6, "echo reduced \(reductions) dB")
-            #expect(kept.filter { $0.sent >= $0.mic + 4 }.count >= 4, "\(kept)")
-        } else {
-            #expect(overall < 3 && reductions.allSatisfy { $0 < 3 }, "echo reduced \(reductions) dB without the canceller")
+            // What would be sent, against the microphone: aligned on the near end (Opus'
+            // lookahead, the canceller's resampling and its suppressor's frame).
+            let sent = try WAVFile.read16(sentPath).samples
+            #expect(sent.count >= 11 * rate, "\(sent.count) samples sent")
+            guard sent.count >= 11 * rate + 4_800 else { return }
+            let lag = Signal.bestLag(near, sent, range: 0..<4_800, from: nearStart, length: 2 * rate)
+            // Echo reduction (ERLE) in far-end-only speech after the canceller's first 4 s.
+            let window = rate / 2
+            var reductions: [Double] = []
+            for a in stride(from: 4 * rate, to: nearStart, by: window) {
+                reductions.append(20 * log10(Signal.rms(mic[a..<(a + window)]) / max(Signal.rms(sent[(a + lag)..<(a + lag + window)]), 1)))
+            }
+            let overall = 20 * log10(Signal.rms(mic[(4 * rate)..<nearStart]) / max(Signal.rms(sent[(4 * rate + lag)..<(nearStart + lag)]), 1))
+            // The near end in double talk (8–11 s), 500 ms windows: at the delay found
+            // over 2 s, or at one of their own (a frame the loop dropped shifts the rest).
+            var kept: [(sent: Double, mic: Double)] = []
+            for a in stride(from: nearStart, to: 11 * rate, by: window) {
+                let local = Signal.bestLag(near, sent, range: max(0, lag - 480)..<(lag + 480), from: a, length: window)
+                let snr = max(Signal.alignedSNR(near, sent, lag: lag, from: a, length: window), Signal.alignedSNR(near, sent, lag: local, from: a, length: window))
+                kept.append((snr, Signal.alignedSNR(near, mic, lag: 0, from: a, length: window)))
+            }
+            func f(_ x: Double) -> String { String(format: "%.1f", x) }
+            print("linnet audio --far-end\(aec ? " --aec" : "") through ALSA file plugins: echo reduced \(f(overall)) dB over 4–8 s, "
+                  + "windows \(reductions.map(f).joined(separator: " ")); double talk aligned SNR sent \(kept.map { f($0.sent) }.joined(separator: " ")) "
+                  + "against the microphone's \(kept.map { f($0.mic) }.joined(separator: " ")) dB (sent delay \(lag) samples); \(exact) of \(playedWindows) windows played exactly; \(r.out.trimmingCharacters(in: .whitespacesAndNewlines))")
+            if aec {
+                #expect(r.out.contains("aec: echo delay "), "\(r.out)")
+                // Measured on a loaded 2-core machine: the median window 17–22 dB; a run
+                // whose delay search moved a few times (load average 11) started at 4 and
+                // 9 dB, then 16–26. The median and a majority, not the mean, carry that.
+                let sorted = reductions.sorted()
+                #expect((sorted[3] + sorted[4]) / 2 >= 15, "echo reduced \(reductions) dB")
+                #expect(reductions.filter { $0 >= 10 }.count >= 6, "echo reduced \(reductions) dB")
+                #expect(kept.filter { $0.sent >= $0.mic + 4 }.count >= 4, "\(kept)")
+            } else {
+                #expect(overall < 3 && reductions.allSatisfy { $0 < 3 }, "echo reduced \(reductions) dB without the canceller")
+            }
+            return
         }
     }
 
