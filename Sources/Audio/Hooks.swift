@@ -230,21 +230,33 @@ func removeDC(_ x: UnsafeMutablePointer<Int16>, blocks: Int, blockLength: Int, l
 /// from scalars (x86's baseline SSE2 has no 32-bit lane multiply): 42 instructions a
 /// block. Per 48 kHz frame (bench/audio.sh embedded, kernel hpf80, -Osize): 17,779
 /// instructions through the strided loop, 7,526 with a constant B = 4, 5,126 in one
-/// pass with 4-lane vectors, 4,079 in three, 3,723 with the third split in two.
-/// `scratch` holds `dc4ChunkBlocks` blocks' pair sums and estimates and `ramp` their
+/// pass with 4-lane vectors, 4,079 in three, 3,723 with the third split in two, 3,606
+/// with the recursion four blocks an iteration, 3,505 with it on the estimate's quarter.
+/// `scratch` holds `dc4ChunkBlocks` blocks' pair sums and estimates (quarters) and `ramp` their
 /// subtrahends (longer frames go through in chunks); `weights` is the pattern 2, 2, 2, 1
 /// over a chunk. With `measure`, returns the output's largest and smallest sample
 /// (else zeros). Carrying the estimate in 64 bits, or computing whole block means in
-/// pass 1 (a second multiply-add on samples one earlier), cost more. Bit-exact with the one-pass form
-/// (HookEquivalenceTests keeps that as the reference).
+/// pass 1 (a second multiply-add on samples one earlier), cost more; so did the
+/// output's energy in pass 3b (LLVM split the samples into pairs for the peak too:
+/// 24 instructions per 8 samples, against 15 + 15 per 16 in two loops), and the ramp
+/// in explicit `SIMD4` code (Swift's SIMD conversions did not become a `packssdw`) or
+/// as 32-bit words of two subtrahends (LLVM chose 2-lane vectors: 11.5 instructions a
+/// block, against 7.75 now, 10 of them shuffles of the interleaving store).
+/// Bit-exact with the one-pass form (HookEquivalenceTests keeps that as the reference).
+/// `@_optimize(speed)` here as well as on the caller: should -Osize ever leave this
+/// out of line, its loops are still vectorised (out of line at -Osize they were not:
+/// 17,000 instructions a frame).
 @inline(__always)
+@_optimize(speed)
 func removeDC4(_ x: UnsafeMutablePointer<Int16>, blocks: Int, kQ30: Int64,
                dc: UnsafeMutablePointer<Int32>, last: UnsafeMutablePointer<Int32>,
                scratch: UnsafeMutablePointer<Int32>, weights: UnsafePointer<Int16>,
                ramp: UnsafeMutablePointer<Int16>, measure: Bool) -> (hi: Int16, lo: Int16) {
     var hi: Int16 = 0
     var lo: Int16 = 0
-    var d = dc.pointee
+    let d = dc.pointee
+    let r = d & 3
+    var e = d &>> 2
     var xp = last.pointee
     let pairs = scratch
     let starts = scratch + 2 &* dc4ChunkBlocks
@@ -263,25 +275,40 @@ func removeDC4(_ x: UnsafeMutablePointer<Int16>, blocks: Int, kQ30: Int64,
         // The one-pass form rounds twice, δ = (v·k + 2^29) >> 30 and step = (δ + 2) >> 2;
         // floor((floor(a/2^30) + 2)/4) = floor((a + 2^31)/2^32) for an integer a, so one
         // shift gives the same step. |v| ≤ 2^30, k ≤ 2^30: v·k + 2^31 fits in 64 bits.
-        let rounding: Int64 = (1 << 29) &+ (1 << 31)
+        // The estimate moves by whole multiples of 4, so the recursion runs on its quarter
+        // e = d >> 2 (d = 4e + r, r = d & 3 fixed): with the mean's quarter μ/4 = 2^9·(…),
+        // v·k + 2^31 + 2^29 = (μ/4 − e)·4k + (2^31 + 2^29 − r·k), and the step is e's
+        // change itself (no mask to a multiple of 4 in the chain).
+        let k4 = kQ30 &<< 2
+        let rounding = ((1 << 29) &+ (1 << 31)) &- Int64(r) &* kQ30
         var b = 0
-        while b &+ 2 <= n { // two blocks an iteration: half the loop overhead
-            let mean0 = (pairs[2 &* b] &+ pairs[2 &* b &+ 1] &+ xp) &<< 11
-            let mean1 = (pairs[2 &* b &+ 2] &+ pairs[2 &* b &+ 3] &+ Int32(p[4 &* b &+ 3])) &<< 11
-            xp = Int32(p[4 &* b &+ 7])
-            starts[b] = d
-            d = d &+ (Int32(truncatingIfNeeded: (Int64(mean0 &- d) &* kQ30 &+ rounding) &>> 32) &<< 2)
-            starts[b &+ 1] = d
-            d = d &+ (Int32(truncatingIfNeeded: (Int64(mean1 &- d) &* kQ30 &+ rounding) &>> 32) &<< 2)
-            b &+= 2
+        while b &+ 4 <= n { // four blocks an iteration: a quarter of the loop overhead
+            let q = pairs + 2 &* b
+            let s = p + 4 &* b
+            let st = starts + b
+            let mean0 = (q[0] &+ q[1] &+ xp) &<< 9
+            let mean1 = (q[2] &+ q[3] &+ Int32(s[3])) &<< 9
+            let mean2 = (q[4] &+ q[5] &+ Int32(s[7])) &<< 9
+            let mean3 = (q[6] &+ q[7] &+ Int32(s[11])) &<< 9
+            xp = Int32(s[15])
+            st[0] = e
+            e = e &+ Int32(truncatingIfNeeded: (Int64(mean0 &- e) &* k4 &+ rounding) &>> 32)
+            st[1] = e
+            e = e &+ Int32(truncatingIfNeeded: (Int64(mean1 &- e) &* k4 &+ rounding) &>> 32)
+            st[2] = e
+            e = e &+ Int32(truncatingIfNeeded: (Int64(mean2 &- e) &* k4 &+ rounding) &>> 32)
+            st[3] = e
+            e = e &+ Int32(truncatingIfNeeded: (Int64(mean3 &- e) &* k4 &+ rounding) &>> 32)
+            b &+= 4
         }
-        if b < n {
-            let meanQ14 = (pairs[2 &* b] &+ pairs[2 &* b &+ 1] &+ xp) &<< 11
+        while b < n {
+            let mean = (pairs[2 &* b] &+ pairs[2 &* b &+ 1] &+ xp) &<< 9
             xp = Int32(p[4 &* b &+ 3])
-            starts[b] = d
-            d = d &+ (Int32(truncatingIfNeeded: (Int64(meanQ14 &- d) &* kQ30 &+ rounding) &>> 32) &<< 2)
+            starts[b] = e
+            e = e &+ Int32(truncatingIfNeeded: (Int64(mean &- e) &* k4 &+ rounding) &>> 32)
+            b &+= 1
         }
-        starts[n] = d
+        starts[n] = e
         // 3. y = x − (d + 0x2000 + step·(i + 1)) >> 14, saturated, with the step the
         // exact quarter of the estimate's change over the block. The ramp stays between
         // two consecutive estimates, each in [−2^29 − 3, 2^29 − 2^14 + 3] (a rounded step
@@ -289,10 +316,10 @@ func removeDC4(_ x: UnsafeMutablePointer<Int16>, blocks: Int, kQ30: Int64,
         // and the ramp >> 14 is in [−32768, 32767].
         // 3a. The subtrahends, vectorised across blocks (LLVM packs them to 16 bits and
         // interleaves them into sample order as it stores).
+        let offset = r &+ 0x2000
         for b in 0..<n {
-            let base = starts[b] &+ 0x2000
-            let step = (starts[b &+ 1] &- starts[b]) &>> 2
-            let r1 = base &+ step
+            let step = starts[b &+ 1] &- starts[b]
+            let r1 = (starts[b] &<< 2) &+ offset &+ step
             let r2 = r1 &+ step
             let r3 = r2 &+ step
             let q = ramp + b &* 4
@@ -315,7 +342,7 @@ func removeDC4(_ x: UnsafeMutablePointer<Int16>, blocks: Int, kQ30: Int64,
         }
         done &+= n
     }
-    dc.pointee = d
+    dc.pointee = (e &<< 2) | r
     last.pointee = xp
     return (hi, lo)
 }
