@@ -97,8 +97,10 @@ import Wire
     /// filter's gain (±0.05 dB), and from 10 times the cutoff up with everything that is
     /// not the tone (the block interpolation's products, rounding) 45 dB or more below it.
     /// Where the block length is 1 (100 Hz at 16 kHz, 300 Hz at 48 kHz) it is the
-    /// bilinear filter itself.
-    @Test(arguments: [(SampleRate.hz48000, 20.0), (.hz16000, 20.0), (.hz24000, 50.0), (.hz16000, 100.0), (.hz48000, 300.0)])
+    /// bilinear filter itself. 80 Hz at 48 kHz is the product's default (blocks of 4:
+    /// measured 0.001 dB off, products 50 dB down at worst; blocks of 8 would save about
+    /// 700 instructions a frame for −0.06 dB at 3 kHz and 49 dB, past this tolerance).
+    @Test(arguments: [(SampleRate.hz48000, 20.0), (.hz16000, 20.0), (.hz24000, 50.0), (.hz16000, 100.0), (.hz48000, 300.0), (.hz48000, 80.0)])
     func highPassResponseIsFirstOrder(rate: SampleRate, cutoff: Double) throws {
         let fs = Double(rate.hertz)
         let t = tan(Double.pi * cutoff / fs)
