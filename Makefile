@@ -56,6 +56,7 @@ bench: size release
 	@bench/audio.sh full
 	@bench/audio.sh embedded
 	@bench/network.sh build/host/linnet
+	@bench/call-instructions.sh build/host/linnet
 	@bench/turn.sh build/host/linnet
 
 clean:

@@ -289,6 +289,13 @@ public final class PlaybackPipeline: PlaybackSource, @unchecked Sendable {
         switch format.sampleFormat {
         case .s16LE:
             let out = buffer.bindMemory(to: Int16.self)
+            #if _endian(little)
+            // Mono S16_LE is the pipeline's own format: one copy, not a sample loop.
+            if channels == 1, let dst = out.baseAddress, let src = source.baseAddress {
+                dst.update(from: src, count: count)
+                break
+            }
+            #endif
             for i in 0..<count { for c in 0..<channels { out[i &* channels &+ c] = source[i] } }
         case .s32LE, .s24LE:
             let out = buffer.bindMemory(to: Int32.self)
