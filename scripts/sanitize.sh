@@ -26,7 +26,8 @@ export ASAN_SYMBOLIZER_PATH="${ASAN_SYMBOLIZER_PATH:-/opt/swift/usr/bin/llvm-sym
 export TSAN_SYMBOLIZER_PATH="${TSAN_SYMBOLIZER_PATH:-/opt/swift/usr/bin/llvm-symbolizer}"
 export SWIFT_BACKTRACE=enable=no
 # Tests that time real-time threads read it (their threads run several times slower).
-export LINNET_SANITIZER="$kind"
+# Not LINNET_…: linnet takes every LINNET_ variable as a setting and refuses unknown ones.
+export SANITIZER_UNDER_TEST="$kind"
 # Tests that spawn `linnet` or the aiortc peer: the interop peer is only used when
 # AIORTC_PYTHON (or build/interop-venv) is there; here it is left to whoever
 # calls (CI sets it, like `make test`).
