@@ -304,7 +304,12 @@ private func text(_ d: Double) -> String { String(format: "%.2f", d) }
             // The DTLS handshake starts once ICE is up, connected or not.
             let dtls = peer.process.waitFor { $0.hasPrefix("DTLS ") } ?? ""
             var connected = false
-            if row.connects { connected = agent.waitFor { isState($0, "connected") } != nil }
+            if row.connects {
+                connected = agent.waitFor { isState($0, "connected") } != nil
+                // Linnet, the DTLS server here, is connected a flight before pion is: end the
+                // call only once pion says so (under load the SIGTERM's close won the race).
+                if connected { _ = peer.process.waitFor { $0.hasPrefix("CONNECTED ") } }
+            }
             agent.signal(SIGTERM)
             agent.process.waitUntilExit()
             let report = try peer.stop()

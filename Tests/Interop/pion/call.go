@@ -269,6 +269,11 @@ func (c *Call) watch(onConnected func()) {
 			c.EverConnected = true
 			c.connected = time.Now()
 			c.peer.mu.Unlock()
+			if first {
+				// For tests that must not end the call before pion has seen it connect
+				// (its state lags the other end's by a flight when pion is the DTLS client).
+				fmt.Printf("CONNECTED %s\n", c.ID)
+			}
 			if first && onConnected != nil {
 				onConnected()
 			}
