@@ -2,6 +2,9 @@
 SHELL := /bin/bash
 export PATH := $(PATH):/opt/swift/usr/bin
 QEMU := qemu-aarch64-static -L /usr/aarch64-linux-gnu
+# The full-Swift build links the speexdsp the release build links (Linnet's tuned MDF,
+# scripts/build-speexdsp.sh), found through its pkg-config file; `deps` builds it.
+export PKG_CONFIG_PATH := $(CURDIR)/build/third_party/speexdsp/host/lib/pkgconfig$(if $(PKG_CONFIG_PATH),:$(PKG_CONFIG_PATH))
 
 .PHONY: setup deps build test demo release arm64 qemu-check size bench clean
 
@@ -13,6 +16,7 @@ setup:
 # README's commands work on a fresh machine as they stand.
 deps:
 	@scripts/setup.sh --quiet
+	@scripts/build-speexdsp.sh host
 
 ## build: the full-Swift debug build (.build/debug/linnet)
 build: deps

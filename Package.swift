@@ -28,9 +28,10 @@ let package = Package(
         // mbedtls 2.28 has no pkg-config file: the module map links it by name.
         cLibrary("CMbedTLS", apt: "libmbedtls-dev"),
         cLibrary("CGPIOD", pkgConfig: "libgpiod", apt: "libgpiod-dev"),
-        // Echo cancellation, noise suppression (the release build links the fixed-point
-        // library scripts/build-speexdsp.sh makes).
-        cLibrary("CSpeexDSP", pkgConfig: "speexdsp", apt: "libspeexdsp-dev"),
+        // Echo cancellation, noise suppression: speexdsp with Linnet's MDF tuning, which
+        // scripts/build-speexdsp.sh builds (`make` does, and puts its pkg-config file on
+        // PKG_CONFIG_PATH). The release build links the same library.
+        .systemLibrary(name: "CSpeexDSP", pkgConfig: "linnet-speexdsp"),
 
         // Pure modules: no I/O, no clock; time comes in as an argument.
         .target(name: "Wire"),

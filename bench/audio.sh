@@ -43,8 +43,7 @@ for pair in hpf:highpass hpf80:highpass_80hz gain:gain agc:agc gate:noise_gate l
   [[ " $kernels " == *" $kernel "* ]] || continue
   echo "BENCH audio_${name}_instructions_per_frame$suffix $(instructions "$kernel" 100 300) instructions"
 done
-# speexdsp: Debian's floating-point build in full mode, the release build's fixed-point
-# one in embedded mode (bench/build.sh). The canceller at 48 kHz with its default 250 ms
+# speexdsp: the tuned floating-point library both builds link (bench/build.sh). The canceller at 48 kHz with its default 250 ms
 # filter and the delay search; noise suppression at 15 dB. ERLE: the tests' echo-path
 # simulation (RT60 0.2 s, 120 ms, −6 dB), far-end-only speech 8–12 s (after convergence).
 if [[ " $kernels " == *" aec "* ]]; then
@@ -55,6 +54,12 @@ if [[ " $kernels " == *" aec "* ]]; then
   for k in aec_erle:aec_erle_db aec_erle_16k:aec_erle_16k_db aec_res_erle:aec_res_erle_db; do
     tenths=$("$bench" "${k%%:*}" 0 | sed -n 's/^erle_tenths //p')
     echo "BENCH ${k#*:}$suffix $(awk -v t="$tenths" 'BEGIN { printf "%.1f", t / 10 }') dB"
+  done
+  # 24 rooms (4 seeds × delays 50/120/250 ms × RT60 0.2/0.5 s, 16 kHz, residual
+  # suppressor): ERLE after convergence and the time to 20 dB, mean and worst.
+  "$bench" aec_rooms 0 | while read -r key tenths; do
+    unit=dB; [[ $key == *conv* ]] && unit=s
+    echo "BENCH aec_rooms_${key%_tenths}$suffix $(awk -v t="$tenths" 'BEGIN { printf "%.1f", t / 10 }') $unit"
   done
 fi
 if [[ " $kernels " == *" ns "* ]]; then

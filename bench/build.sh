@@ -25,13 +25,11 @@ esac
 mkdir -p "$out/CAllocCounter"
 printf 'module CAllocCounter {\n    header "%s"\n    export *\n}\n' \
   "$top/Tests/CAllocCounter/include/CAllocCounter.h" > "$out/CAllocCounter/module.modulemap"
-# speexdsp: Debian's (floating point) for full, the release build's fixed-point library
-# (scripts/build-speexdsp.sh) for embedded, so each mode measures what it ships.
-speex=()
-if [ "$mode" = embedded ]; then
-  scripts/build-speexdsp.sh host >/dev/null
-  speex=(-Xcc -I -Xcc "$top/build/third_party/host/include")
-fi
+# speexdsp: the tuned library both builds link (scripts/build-speexdsp.sh), so each
+# mode measures what it ships.
+scripts/build-speexdsp.sh host >/dev/null
+spx=$top/build/third_party/speexdsp/host
+speex=(-Xcc -I -Xcc "$spx/include")
 common=(-wmo -parse-as-library -swift-version 6 -I "$out" -I Sources/COpus -I Sources/CSystem -I Sources/CSpeexDSP "${speex[@]}"
         -I "$out/CAllocCounter" "${flags[@]}")
 
@@ -47,9 +45,9 @@ gcc -O2 -c Tests/CAllocCounter/CAllocCounter.c -I Tests/CAllocCounter/include -o
 "$swiftc" "${common[@]}" -module-name LinnetBench -c bench/LinnetBench/*.swift Tests/AudioTests/EchoSimulation.swift -o "$out/LinnetBench.o"
 
 if [ "$mode" = full ]; then
-  "$swiftc" -o "$out/linnet-bench" "$out"/*.o -lopus -lspeexdsp -lm
+  "$swiftc" -o "$out/linnet-bench" "$out"/*.o -lopus "$spx/lib/liblinnet-speexdsp.a" -lm
 else
-  gcc -o "$out/linnet-bench" "$out"/*.o /usr/lib/x86_64-linux-gnu/libopus.a "$top/build/third_party/host/lib/libspeexdsp.a" -lm \
+  gcc -o "$out/linnet-bench" "$out"/*.o /usr/lib/x86_64-linux-gnu/libopus.a "$spx/lib/liblinnet-speexdsp.a" -lm \
     -L"$toolchain/lib/swift/embedded/x86_64-unknown-linux-gnu" -lswiftUnicodeDataTables
 fi
 echo "$out/linnet-bench"

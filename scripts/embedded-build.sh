@@ -57,6 +57,7 @@ for lib in libopus libgpiod; do
   fi
 done
 scripts/build-speexdsp.sh "$arch"
+speex=$top/build/third_party/speexdsp/$arch
 
 swiftc=$(command -v swiftc)
 toolchain=$(cd "$(dirname "$swiftc")/.." && pwd)
@@ -122,7 +123,7 @@ for line in "${modules[@]}"; do
   "$swiftc" -target "$target" -enable-experimental-feature Embedded -wmo -Osize \
     -parse-as-library -module-name "$name" -swift-version 6 -warnings-as-errors \
     -Xfrontend -function-sections \
-    -I "$out/modules" "${includes[@]}" -Xcc -I -Xcc "$srtp/include" "${cflags[@]}" "$@" \
+    -I "$out/modules" "${includes[@]}" -Xcc -I -Xcc "$srtp/include" -Xcc -I -Xcc "$speex/include" "${cflags[@]}" "$@" \
     "${emit[@]}" -emit-ir "${files[@]}" -o "$out/obj/$name.ll"
   "$clang" -target "$target" -Xclang -disable-llvm-passes -Wno-override-module \
     -c -emit-llvm "$out/obj/$name.ll" -o "$out/obj/$name.bc"
@@ -153,10 +154,10 @@ done
 rm -f "$out"/obj/*.bc
 
 # Static C libraries first (libsrtp before mbedtls, whose AES and HMAC it uses; speexdsp
-# is the fixed-point build of scripts/build-speexdsp.sh),
+# is the tuned build of scripts/build-speexdsp.sh, the same as the full build links),
 # ALSA dynamically: its plugins are loaded at run time and Debian ships no libasound.a.
 "$cc" -o "$out/linnet" "$out"/obj/*.o \
-  "$srtp/lib/libsrtp2.a" "$srtp/lib/libspeexdsp.a" "$srtp/lib/libopus.a" "$srtp/lib/libgpiod.a" \
+  "$srtp/lib/libsrtp2.a" "$speex/lib/liblinnet-speexdsp.a" "$srtp/lib/libopus.a" "$srtp/lib/libgpiod.a" \
   "$srtp/lib/libmbedtls.a" "$srtp/lib/libmbedx509.a" "$srtp/lib/libmbedcrypto.a" \
   -lasound -lm -L"$embedded_lib" -lswiftUnicodeDataTables \
   -Wl,--gc-sections -Wl,--as-needed "${ldflags[@]}" -Wl,-Map="$out/linnet.map"

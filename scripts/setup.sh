@@ -40,7 +40,7 @@ packages=(
 need_arch=0
 dpkg --print-foreign-architectures | grep -qx arm64 || need_arch=1
 # libsrtp is rebuilt from Debian's source package against mbedtls (see README), and
-# speexdsp in fixed point (scripts/build-speexdsp.sh), which
+# speexdsp with Linnet's MDF tuning (scripts/build-speexdsp.sh), which
 # needs a deb-src entry and its package lists.
 src=/etc/apt/sources.list.d/linnet-src.sources
 need_src=0

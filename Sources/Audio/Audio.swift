@@ -85,6 +85,9 @@ public enum AudioError: Error, Sendable, Equatable, CustomStringConvertible {
     case hookNotInChain
     /// A position outside the chain (0…count).
     case indexOutOfRange(index: Int, count: Int)
+    /// The speexdsp linked is not Linnet's tuned build (its MDF tuning version, 0 for
+    /// none): the canceller would converge slower than the tests measured.
+    case echoCancellerUntuned(version: Int)
 
     public var description: String {
         switch self {
@@ -102,6 +105,9 @@ public enum AudioError: Error, Sendable, Equatable, CustomStringConvertible {
         case .hookAlreadyInChain: return "hook is already in the chain"
         case .hookNotInChain: return "hook is not in the chain"
         case .indexOutOfRange(let i, let n): return "index " + String(i) + " is outside 0…" + String(n)
+        case .echoCancellerUntuned(let v):
+            return "the linked speexdsp is not Linnet's tuned build (MDF tuning " + String(v) + ", "
+                + String(EchoCanceller.tuning) + " needed): build with make, which links scripts/build-speexdsp.sh's library"
         }
     }
 }

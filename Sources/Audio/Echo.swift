@@ -3,11 +3,11 @@ import Wire
 import CSpeexDSP
 
 // Acoustic echo cancellation, residual echo and noise suppression, and a voice-activity
-// flag: speexdsp's MDF canceller and preprocessor behind the hook API. speexdsp works on
-// int16 frames in both its builds (the release build is its fixed-point one); its states
-// are allocated once here, and `speex_echo_cancellation` / `speex_preprocess_run` work in
-// them without allocating, locking or logging (the release library is built with
-// DISABLE_WARNINGS, see scripts/build-speexdsp.sh).
+// flag: speexdsp's MDF canceller and preprocessor behind the hook API. speexdsp takes
+// int16 frames (inside, this build works in floating point: its fixed-point MDF cancelled
+// 3–5 dB less, see scripts/build-speexdsp.sh); its states are allocated once here, and
+// `speex_echo_cancellation` / `speex_preprocess_run` work in them without allocating,
+// locking or logging (the library is built with DISABLE_WARNINGS).
 
 /// Where the echo canceller gets the playback reference for a capture frame: the samples
 /// the speaker played while the frame was captured, mono, at the frame's rate.
@@ -156,6 +156,10 @@ public final class LiveReference: EchoReference, @unchecked Sendable {
 /// Mono at one rate, fixed at configuration: frames of another rate or channel count
 /// pass unchanged.
 public final class EchoCanceller: AudioHook, @unchecked Sendable {
+    /// The version of Linnet's MDF tuning (scripts/speexdsp/linnet-mdf-tuning.patch) the
+    /// linked speexdsp must carry; a build that found another speexdsp says so rather
+    /// than cancel slower than the tests measured.
+    public static let tuning = 1
     public let rate: SampleRate
     /// The rate the adaptive filter runs at: 16 kHz, or `rate` when that is 16 kHz.
     public let workRate: SampleRate
@@ -227,7 +231,13 @@ public final class EchoCanceller: AudioHook, @unchecked Sendable {
             upsampler = nil
         }
         let taps = Int32(work.hertz / 1000 * filterMilliseconds)
-        state = speex_echo_state_init(Int32(workSamples), taps)
+        let made = speex_echo_state_init(Int32(workSamples), taps)!
+        let version = Int(linnet_echo_tuning(made))
+        guard version == EchoCanceller.tuning else {
+            speex_echo_state_destroy(made)
+            throw .echoCancellerUntuned(version: version)
+        }
+        state = made
         _ = linnet_echo_set_rate(state, Int32(work.hertz))
         farFull = .allocate(capacity: frameSamples)
         farFull.initialize(repeating: 0, count: frameSamples)

@@ -1,7 +1,7 @@
 // speexdsp for Linnet: the MDF echo canceller and the preprocessor (noise suppression,
-// voice activity, residual echo suppression). The full-Swift build links Debian's
-// libspeexdsp (floating point); the release build links the fixed-point static library
-// scripts/build-speexdsp.sh makes from Debian's source package. Both take int16 frames.
+// voice activity, residual echo suppression). Both builds link the static library
+// scripts/build-speexdsp.sh makes from Debian's source package, floating point, with
+// Linnet's MDF tuning (scripts/speexdsp/linnet-mdf-tuning.patch).
 #ifndef CSPEEXDSP_SHIM_H
 #define CSPEEXDSP_SHIM_H
 #include <speex/speex_echo.h>
@@ -10,6 +10,16 @@
 // The ctl requests take a void *: typed wrappers so Swift passes plain values.
 static inline int linnet_echo_set_rate(SpeexEchoState *st, spx_int32_t rate) {
     return speex_echo_ctl(st, SPEEX_ECHO_SET_SAMPLING_RATE, &rate);
+}
+// The tuning's version, or 0 from a speexdsp without Linnet's patch (one that prints
+// "Unknown speex_echo_ctl request"). The library's own name already keeps Debian's out
+// of the link; this catches a stale build of another version of the patch.
+#ifndef LINNET_ECHO_GET_TUNING
+#define LINNET_ECHO_GET_TUNING 0x4c4e
+#endif
+static inline spx_int32_t linnet_echo_tuning(SpeexEchoState *st) {
+    spx_int32_t version = 0;
+    return speex_echo_ctl(st, LINNET_ECHO_GET_TUNING, &version) == 0 ? version : 0;
 }
 static inline int linnet_pre_set_int(SpeexPreprocessState *st, int request, spx_int32_t value) {
     return speex_preprocess_ctl(st, request, &value);

