@@ -139,9 +139,9 @@ public final class LiveReference: EchoReference, @unchecked Sendable {
 /// correlation²/energy (or the earliest lag within 3 dB of it) becomes the delay if its
 /// peak stands out (6 dB over the mean of
 /// the lags), agrees with the previous decision within 10 ms and no longer lies 5–40 ms
-/// into the filter (once a delay is in use: four decisions in a row, and a peak twice the one at
-/// the lag in use); then the filter restarts (its taps no
-/// longer line up). Its cost is 28,000 multiply-adds a frame (bench/audio.sh prints it).
+/// into the filter (once a delay is in use: four decisions in a row, a peak twice the one at
+/// the lag in use, and later than the filter's first half); then the filter restarts (its
+/// taps no longer line up). Its cost is 28,000 multiply-adds a frame (bench/audio.sh prints it).
 ///
 /// The work rate: at 24 and 48 kHz the canceller works at 16 kHz. The microphone and the
 /// reference are decimated to 16 kHz (the same polyphase filter for both, so the echo
@@ -504,8 +504,14 @@ public final class EchoCanceller: AudioHook, @unchecked Sendable {
         guard s.pointee.agreeing >= (settled ? 3 : 1) else { return true }
         let wanted = max(0, found &- workRate.hertz / 50)
         let current = delay.load(ordering: .relaxed)
-        // The delay in use fits while the direct path lies 5–40 ms into the filter.
-        if found < current &+ workRate.hertz / 200 || found > current &+ workRate.hertz / 25 {
+        // The delay in use fits while the direct path lies 5–40 ms into the filter. Once a
+        // delay is locked, a later peak moves it only past half the filter: in a
+        // reverberant room a reflection's peak can outgrow the direct path's for a while,
+        // and moving to it put the direct path before the filter's start and restarted it
+        // three more times (RT60 0.5 s, 120 ms: ERLE 7.4 dB after 12 s; with this rule one
+        // restart and 26.3 dB). A filter still holds a peak in its first half.
+        let latest = locked < 0 ? workRate.hertz / 25 : workRate.hertz / 1000 * filterMilliseconds / 2
+        if found < current &+ workRate.hertz / 200 || found > current &+ latest {
             s.pointee.agreeing = 0
             s.pointee.lockedLag = best
             s.pointee.sinceMove = 0
