@@ -234,7 +234,15 @@ func run(_ loop: EventLoop, until event: EventFD) throws {
         #expect((flushedAt - 9_600..<flushedAt).contains { air.samples[$0] == 1_000 })
         let after = (at..<min(at + 24_000, air.now)).map { air.samples[$0] }
         #expect(!after.contains(1_000), "old audio heard after the flush")
-        #expect(after.filter { $0 == 2_000 }.count > 9_600, "the new audio plays after the flush")
+        // The new audio starts within 200 ms of the flush (here 50–70 ms: the ring refills
+        // from the loop's next 20 ms frame) and is most of what plays after it. How much
+        // played before the recorder's second was up depends on when the loop's timer
+        // fired: a loaded machine's TSan run fired it late and left 5,717 new samples,
+        // against the fixed 9,600 this asserted before.
+        let first = after.firstIndex(of: 2_000) ?? after.count
+        let new = after.filter { $0 == 2_000 }.count
+        #expect(first <= 9_600, "the new audio started \(first) samples after the flush")
+        #expect(new * 2 > after.count - first, "the new audio plays after the flush: \(new) of \(after.count - first) samples")
         // The reference never shows the dropped audio as played.
         var oldInReference = 0
         for k in 0..<recorder.frames where recorder.times[k] >= air.time(ofIndex: at) {

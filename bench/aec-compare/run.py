@@ -6,7 +6,8 @@ on the echo-path simulation of Tests/AudioTests/EchoSimulation.swift, ported to 
 alone for 12 s then double talk. speexdsp's figures are in EchoCancellerTests.
 
 speexdsp's MDF runs on the same signals for comparison (Debian's float build through
-ctypes, told the delay). Prints per room, delay and canceller: ERLE over the last 4 s of far end alone, the time
+ctypes, told the delay: speexdsp as published, without Linnet's tuning, whose figures
+are EchoCancellerTests' and `make bench`'s aec_rooms_*). Prints per room, delay and canceller: ERLE over the last 4 s of far end alone, the time
 to 20 dB (first 500 ms window), and the near end's aligned SNR in double talk with the
 echo and with no echo in the microphone at all (the same far end playing).
 
