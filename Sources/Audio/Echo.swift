@@ -508,8 +508,8 @@ public final class EchoCanceller: AudioHook, @unchecked Sendable {
         // delay is locked, a later peak moves it only past half the filter: in a
         // reverberant room a reflection's peak can outgrow the direct path's for a while,
         // and moving to it put the direct path before the filter's start and restarted it
-        // three more times (RT60 0.5 s, 120 ms: ERLE 7.4 dB after 12 s; with this rule one
-        // restart and 26.3 dB). A filter still holds a peak in its first half.
+        // three more times (RT60 0.5 s, 120 ms: ERLE 7.5 dB after 12 s; with this rule one
+        // restart and 25.5 dB). A filter still holds a peak in its first half.
         let latest = locked < 0 ? workRate.hertz / 25 : workRate.hertz / 1000 * filterMilliseconds / 2
         if found < current &+ workRate.hertz / 200 || found > current &+ latest {
             s.pointee.agreeing = 0

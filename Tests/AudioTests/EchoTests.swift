@@ -77,8 +77,10 @@ func tenths(_ x: Double) -> String {
     /// against the same measure with no echo at all. Thresholds: what speexdsp (Debian's
     /// float build; `make bench` prints the release build's fixed-point figure) measured
     /// here, less a margin; the figures are printed.
-    /// Measured: RT60 0.2 s: ERLE 21.9–24.9 dB, 20 dB after 4.6–5.8 s, SNR loss 0.2–1.0 dB;
-    /// RT60 0.5 s: ERLE 16.9–19.4 dB, 20 dB after 8.2–8.5 s, SNR loss 0.3–1.4 dB.
+    /// Measured (the canceller alone; Linnet's speexdsp tuning, whose suppressor-backed
+    /// figures are `residualSuppressor`'s): RT60 0.2 s: 20 dB after 4.6–8.5 s (speexdsp's
+    /// own constants 4.6–5.8 s; the slowest is the 250 ms delay); RT60 0.5 s: 20 dB after
+    /// 8.2–8.5 s untuned. The bound is the slowest measured with a little room.
     @Test(arguments: [0.2, 0.5], [0.02, 0.12, 0.25])
     func echoPath(rt60: Double, delay: Double) throws {
         var sc = EchoScenario()
@@ -90,7 +92,7 @@ func tenths(_ x: Double) -> String {
         #expect(f.delay >= delay * 1000 - 2 && f.delay <= delay * 1000 + 18)
         #expect(f.restarts <= 1)
         #expect(f.erle >= (rt60 < 0.3 ? 19 : 14))
-        #expect((f.convergence ?? 99) <= (rt60 < 0.3 ? 7 : 10))
+        #expect((f.convergence ?? 99) <= (rt60 < 0.3 ? 9 : 10))
         #expect(f.snrWithoutEcho - f.snr <= (rt60 < 0.3 ? 2 : 3))
         #expect(f.snr >= f.snrUncancelled + 5)
     }
@@ -143,8 +145,8 @@ func tenths(_ x: Double) -> String {
     /// The residual echo suppressor (speexdsp's preprocessor fed with the canceller's
     /// state) behind the canceller: more ERLE, the near end as kept. The preprocessor
     /// delays its output by one frame (its overlap-add), so the SNR is taken one frame
-    /// on. Measured with Linnet's MDF tuning: RT60 0.2 s 27.9 → 33.9 dB, 0.5 s 20.9 →
-    /// 23.9 dB at 40 dB, 20 dB reached after 2.9 and 3.6 s; SNR unchanged within 0.1 dB
+    /// on. Measured with Linnet's MDF tuning: RT60 0.2 s 27.5 → 33.6 dB, 0.5 s 21.0 →
+    /// 27.1 dB at 40 dB, 20 dB reached after 2.9 and 4.7 s; SNR unchanged within 0.1 dB
     /// (untuned speexdsp: 23.8 → 26.7 and 17.9 → 21.3 dB, 3.3 and 3.7 s). The restart
     /// when the delay search first locks (0.8 s in) is most of what is left to 2 s.
     @Test(arguments: [0.2, 0.5])
@@ -164,15 +166,15 @@ func tenths(_ x: Double) -> String {
         let snr0 = snrDB(reference: s.near, plain, dt), snr1 = snrDB(reference: s.near, shifted, dt)
         print("AEC + residual suppression 40 dB, rt60 \(tenths(rt60)) s: ERLE \(tenths(e0)) → \(tenths(e1)) dB, double-talk SNR \(tenths(snr0)) → \(tenths(snr1)) dB")
         #expect(e1 >= e0 + 2)
-        #expect(e1 >= (rt60 < 0.3 ? 30 : 22))
-        #expect((c1 ?? 99) <= (rt60 < 0.3 ? 3.5 : 4.5))
+        #expect(e1 >= (rt60 < 0.3 ? 30 : 25))
+        #expect((c1 ?? 99) <= (rt60 < 0.3 ? 3.5 : 5))
         #expect(snr1 >= snr0 - 0.5)
     }
 
     /// A reverberant room (RT60 0.5 s, echo 120 ms late) where a reflection's correlation
     /// peak outgrows the direct path's 3 s in: the delay search must not move the filter
-    /// past the direct path. Measured: one restart (the first lock) and 26.3 dB ERLE over
-    /// 8–12 s with the residual suppressor; moving to the reflection, 4 restarts and 7.4 dB.
+    /// past the direct path. Measured: one restart (the first lock) and 25.5 dB ERLE over
+    /// 8–12 s with the residual suppressor; moving to the reflection, 4 restarts and 7.5 dB.
     @Test func reflectionDoesNotMoveALockedDelay() throws {
         var sc = EchoScenario()
         sc.rt60 = 0.5
