@@ -66,4 +66,7 @@ Libs: -L$out/lib -llinnet-speexdsp
 Cflags: -I$out/include
 PC
 echo "$stamp" >"$out/.stamp"
+# SwiftPM does not relink when a static library it links changes: drop what the full
+# build linked against the old one, so the next build links this one.
+[ "$arch" = host ] && find "$top/.build" -maxdepth 3 \( -name linnet -o -name LinnetPackageTests.xctest -o -name linnet-bench \) -type f -delete 2>/dev/null || true
 echo "speexdsp (floating point, Linnet's MDF tuning) for $arch → $out"
