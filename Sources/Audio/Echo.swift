@@ -159,7 +159,7 @@ public final class EchoCanceller: AudioHook, @unchecked Sendable {
     /// The version of Linnet's MDF tuning (scripts/speexdsp/linnet-mdf-tuning.patch) the
     /// linked speexdsp must carry; a build that found another speexdsp says so rather
     /// than cancel slower than the tests measured.
-    public static let tuning = 1
+    public static let tuning = 2
     public let rate: SampleRate
     /// The rate the adaptive filter runs at: 16 kHz, or `rate` when that is 16 kHz.
     public let workRate: SampleRate
@@ -303,6 +303,11 @@ public final class EchoCanceller: AudioHook, @unchecked Sendable {
     func attach(_ p: SpeexPreprocessor) { post = p }
     /// How often the filter restarted for a new delay.
     public var restartCount: Int { restarts.load(ordering: .relaxed) }
+    /// How often speexdsp's canceller reset itself: its output stayed louder than its
+    /// input for half a second (the filter diverged, or the reference stopped matching
+    /// what the microphone hears), and it learns the room again. Not thread-safe against
+    /// `process`: read it when audio has stopped, or as a figure that may lag.
+    public var selfResetCount: Int { Int(linnet_echo_resets(state)) }
 
     /// Whether the filter has learnt the room: over about a second of far end it (with
     /// the residual suppressor, when one is attached) took 15 dB or more off the

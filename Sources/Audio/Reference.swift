@@ -50,6 +50,11 @@ public final class PlaybackReference: @unchecked Sendable {
     public let overflows = Atomic<UInt64>(0)
     /// Capture frames aligned while something had been played (consumer).
     public let aligned = Atomic<UInt64>(0)
+    /// Times the reference moved against the microphone by half a sample or more from
+    /// one slot to the next (consumer): the clocks' drift spending the slack, or a
+    /// timeline's jump. The echo canceller's filter has to learn the path again after
+    /// a move of a sample (at 16 kHz, one sample costs most of its ERLE).
+    public let placementMoves = Atomic<UInt64>(0)
     let frameNanoseconds: Int64
 
     // Consumer (capture thread) state.
@@ -99,6 +104,7 @@ public final class PlaybackReference: @unchecked Sendable {
                 bestPhase = phase
             }
         }
+        if abs(bestPhase &- previous) >= 512 { placementMoves.add(1, ordering: .relaxed) }
         consumer.pointee.phase = bestPhase
         return Int(best)
     }

@@ -21,6 +21,17 @@ static inline spx_int32_t linnet_echo_tuning(SpeexEchoState *st) {
     spx_int32_t version = 0;
     return speex_echo_ctl(st, LINNET_ECHO_GET_TUNING, &version) == 0 ? version : 0;
 }
+// Tuning 2: how often the canceller reset itself (its output louder than its input for
+// half a second); 0 from a build without it.
+static inline spx_int32_t linnet_echo_resets(SpeexEchoState *st) {
+#ifdef LINNET_ECHO_GET_RESETS
+    spx_int32_t resets = 0;
+    return speex_echo_ctl(st, LINNET_ECHO_GET_RESETS, &resets) == 0 ? resets : 0;
+#else
+    (void)st;
+    return 0;
+#endif
+}
 static inline int linnet_pre_set_int(SpeexPreprocessState *st, int request, spx_int32_t value) {
     return speex_preprocess_ctl(st, request, &value);
 }

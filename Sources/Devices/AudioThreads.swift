@@ -77,6 +77,10 @@ public final class AudioThreadCounters: Sendable {
     public let reopenings = Atomic<UInt64>(0)
     /// Playback: flushes carried out (the buffer dropped on request).
     public let flushes = Atomic<UInt64>(0)
+    /// Times the thread's timeline jumped to a measurement instead of counting on
+    /// (FrameTimeline: a start, an xrun, a stall): each one can move the echo
+    /// canceller's reference against the microphone.
+    public let timelineJumps = Atomic<UInt64>(0)
     /// Monotonic nanoseconds of the last period handled: the watchdog's heartbeat.
     public let lastPeriodNanoseconds = Atomic<Int64>(0)
     let stateRaw = Atomic<Int>(AudioThreadState.starting.rawValue)
@@ -389,13 +393,21 @@ public final class CaptureThread<Sink: CaptureSink> {
                 reopen(name: name, request: request)
                 continue
             }
-            if request.paced { pacer.wait() }
+            // A paced device has no clock of its own (ALSA's null and file plugins): the
+            // pacer's deadline is its clock, not the moment the thread woke. Measured
+            // from the wake-up, an idle machine's jitter made the timeline jump 2–55 times
+            // in 12 s, each jump moved the echo canceller's reference against the
+            // microphone, and the echo came back for a second or more (EchoCommandTests).
+            var deadline: Int64? = nil
+            if request.paced { deadline = pacer.wait() }
             let n = pcm.readRaw(buffer, frames: frames)
             if n > 0 {
                 // The first frame of what was just read was digitized delay + n frames ago.
                 let (now, delay, trusted) = measureDelay(pcm)
                 let behind = framesToNanoseconds(delay &+ n, rate: format.sampleRate)
-                let time = timeline.time(measured: Instant(nanoseconds: now.nanoseconds &- behind), frames: n, trusted: trusted)
+                let at = deadline ?? now.nanoseconds
+                let time = timeline.time(measured: Instant(nanoseconds: at &- behind), frames: n, trusted: trusted || deadline != nil)
+                counters.timelineJumps.store(UInt64(timeline.reanchors), ordering: .relaxed)
                 deliver(frames: n, bytes: n * format.bytesPerFrame, time: time, now: now)
                 continue
             }
@@ -627,11 +639,15 @@ public final class PlaybackThread<Source: PlaybackSource> {
                     timeline.reset()
                     continue
                 }
-                if paced { pacer.wait() }
+                // Paced (no clock of its own): the deadline is its clock, as for capture.
+                var deadline: Int64? = nil
+                if paced { deadline = pacer.wait() }
                 // Before the write: a frame written now is heard `delay` frames from now.
                 let (now, delay, trusted) = measureDelay(pcm)
                 let ahead = framesToNanoseconds(delay, rate: format.sampleRate)
-                time = timeline.time(measured: Instant(nanoseconds: now.nanoseconds &+ ahead), frames: frames, trusted: trusted)
+                let at = deadline ?? now.nanoseconds
+                time = timeline.time(measured: Instant(nanoseconds: at &+ ahead), frames: frames, trusted: trusted || deadline != nil)
+                counters.timelineJumps.store(UInt64(timeline.reanchors), ordering: .relaxed)
             }
             let filled = source.render(into: raw, frames: frames, format: format, time: time)
             // The ring has room now: the loop tops it up while this period is written

@@ -164,7 +164,7 @@ enum AudioCommand {
         var extra = ""
         if let c = hooks.canceller {
             let d = c.estimatedDelayMilliseconds.map { "echo delay \(Int(saturating: $0.rounded())) ms" } ?? "no echo delay found"
-            extra += "; aec: \(d), \(c.restartCount) filter restarts"
+            extra += "; aec: \(d), \(c.restartCount) filter restarts, \(c.selfResetCount) self-resets"
         }
         if let p = hooks.preprocessor, hooks.voiceFlag {
             extra += "; voice flag on in \(p.voiceFrameCount) of \(hooks.meter.frameCount) frames"
@@ -290,6 +290,12 @@ enum AudioCommand {
         let playback = duplex.playback
         let c = duplex.capture?.counters, p = playback.counters
         let captureFormat = duplex.capture.map { $0.format.description } ?? "none"
+        if hooks.canceller != nil {
+            // What moves the reference against the microphone, for a canceller that let
+            // the echo back: the threads' timelines jumping, the placement stepping.
+            extra += "; reference: timeline jumps capture \(c?.timelineJumps.load(ordering: .relaxed) ?? 0) playback \(p.timelineJumps.load(ordering: .relaxed))"
+            extra += ", \(duplex.reference.placementMoves.load(ordering: .relaxed)) placement moves"
+        }
         writeOut("audio: capture \(captureFormat), \(c?.periods.load(ordering: .relaxed) ?? 0) periods, \(c?.xruns.load(ordering: .relaxed) ?? 0) xruns; playback \(playback.format), \(p.xruns.load(ordering: .relaxed)) xruns, \(duplex.playbackPipeline.underruns.xruns.load(ordering: .relaxed)) underruns; \(packets) Opus packets\(extra)\n")
         return status
     }
