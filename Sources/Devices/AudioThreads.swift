@@ -341,8 +341,12 @@ public final class CaptureThread<Sink: CaptureSink> {
     /// Captures from a PCM the caller already opened (tests open one with a local ALSA
     /// configuration, or a stand-in device; reopening after a disappearance then uses
     /// the system's configuration).
-    public init(pcm: any PCMDevice, sink: Sink) {
-        self.input = .device(pcm.device, PCMRequest())
+    /// `paced`: the device has no clock of its own (as ALSA's null and file plugins):
+    /// the thread paces it, and the pacer's deadlines are its clock.
+    public init(pcm: any PCMDevice, sink: Sink, paced: Bool = false) {
+        var request = PCMRequest()
+        request.paced = paced
+        self.input = .device(pcm.device, request)
         self.sink = sink
         self.pcm = pcm
         format = pcm.format
