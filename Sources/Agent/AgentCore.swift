@@ -106,6 +106,8 @@ public struct AudioCounters: Sendable, Equatable {
     public var playbackXruns = 0
     public var captureStalls = 0
     public var captureStaleFrames = 0
+    /// The audio threads' timeline jumps (DuplexAudio.timelineJumps).
+    public var timelineJumps = 0
     /// Microphone level (RMS dBFS), when a meter runs.
     public var micDBFS: Double?
     public init() {}
@@ -613,6 +615,10 @@ public final class AgentCore {
         f.append(("capture_stalls", .number(JSONNumber(audio.captureStalls))))
         f.append(("capture_stale_frames", .number(JSONNumber(audio.captureStaleFrames))))
         f.append(("playback_xruns", .number(JSONNumber(audio.playbackXruns))))
+        // Each jump of an audio thread's timeline moves the echo reference (the echo
+        // comes back while the canceller learns again): a figure for a board whose
+        // driver reports its delay coarsely.
+        f.append(("audio_timeline_jumps", .number(JSONNumber(audio.timelineJumps))))
         if let db = audio.micDBFS { f.append(("mic_dbfs", .number(JSONNumber((db * 10).rounded() / 10)))) }
         guard let s = activeSession, let p = s.peer else { return f }
         let stats = p.stats

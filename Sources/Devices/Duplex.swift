@@ -304,4 +304,11 @@ public final class DuplexAudio {
         let p = Int(playback.counters.xruns.load(ordering: .relaxed)) + Int(playbackPipeline.underruns.xruns.load(ordering: .relaxed))
         return (c, p)
     }
+
+    /// Times either thread's timeline jumped to a measurement (a start, an xrun, a
+    /// stall, a device whose delay reports jitter past 2 ms): each can move the echo
+    /// reference against the microphone, and the canceller learns the room again.
+    public var timelineJumps: Int {
+        Int(capture?.counters.timelineJumps.load(ordering: .relaxed) ?? 0) + Int(playback.counters.timelineJumps.load(ordering: .relaxed))
+    }
 }

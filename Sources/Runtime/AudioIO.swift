@@ -253,6 +253,7 @@ public final class AudioIO {
     /// Overruns and underruns: the devices', plus the rings' (a capture frame the loop had
     /// no room for, a playback period the ring could not fill).
     var xruns: (capture: Int, playback: Int) { duplex?.xruns ?? (0, 0) }
+    var timelineJumps: Int { duplex?.timelineJumps ?? 0 }
 
     func stop() {
         guard !stopped else { return }

@@ -212,6 +212,7 @@ public final class Runtime {
         let x = audio.xruns
         a.captureXruns = x.capture
         a.playbackXruns = x.playback
+        a.timelineJumps = audio.timelineJumps
         a.captureStalls = audio.clock.stalls
         a.captureStaleFrames = audio.clock.staleFrames
         a.micDBFS = audio.meter?.rmsDBFS

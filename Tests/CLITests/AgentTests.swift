@@ -125,6 +125,8 @@ func isState(_ line: String, _ state: String) -> Bool {
             return (e["session"] as? Int ?? 1) > 1 && (e["packets_received"] as? Int ?? 0) > 10
         }
         #expect(stats != nil)
+        // The audio threads' timeline jumps are reported (each moves the echo reference).
+        #expect(stats.flatMap { event($0) }?["audio_timeline_jumps"] is Int, "\(stats ?? "")")
         #expect(agent.lines.contains { ($0.contains("\"retry\"") || $0.contains("\"session\"")) })
         // SIGTERM ends it cleanly: closed, exit 0.
         agent.signal(SIGTERM)
