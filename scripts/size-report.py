@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""What each input adds to the linked binary, from the GNU ld map file: the sizes of the
+"""What each input adds to the linked binary, from lld's map file: the sizes of the
 allocated sections kept after --gc-sections, summed by archive (C libraries) or Swift
 module (from the mangled name of each section's symbol). Usage: size-report.py build/arm64/linnet.map"""
 import re
@@ -23,39 +23,34 @@ def swift_module(section):
         return "(stdlib instances)"
     start = m.end()
     return section[start:start + int(m.group(1))]
-section = None
-pending = None
+# lld's map (-Map): columns VMA, LMA, Size, Align (hex, hex, hex, decimal), then the
+# output section at no indent, each input section indented 8 ("file:(section)", or
+# "archive(member):(section)"), each symbol indented 16.
+line_re = re.compile(r"^\s*[0-9a-f]+\s+[0-9a-f]+\s+([0-9a-f]+)\s+\d+ (\s*)(\S.*)$")
 with open(sys.argv[1]) as f:
-    in_map = False
     for line in f:
-        if line.startswith("Linker script and memory map"):
-            in_map = True
+        m = line_re.match(line)
+        if not m or len(m.group(2)) != 8:
             continue
-        if not in_map:
+        size = int(m.group(1), 16)
+        i = m.group(3).rfind(":(")
+        if size == 0 or i < 0:
             continue
-        m = re.match(r"^ (\.[\w.$-]+)\s*$", line)
-        if m:  # a long input section name: the address, size and file are on the next line
-            pending = m.group(1)
+        origin, name = m.group(3)[:i], m.group(3)[i + 2:-1]
+        if not re.match(r"\.(text|rodata|data|bss|init_array|fini_array|eh_frame|gcc_except)", name):
             continue
-        m = re.match(r"^ (\.[\w.$-]+)?\s+0x([0-9a-f]+)\s+0x([0-9a-f]+)\s+(\S+)", line)
-        if m:
-            name = m.group(1) or pending
-            pending = None
-            if not name or not re.match(r"\.(text|rodata|data|bss|init_array|fini_array|eh_frame|gcc_except)", name):
-                continue
-            size = int(m.group(3), 16)
-            origin = m.group(4)
-            if size == 0:
-                continue
-            a = re.search(r"lib([\w+-]+)\.a\(", origin)
-            if a:
-                key = "lib" + a.group(1)
-            elif origin.endswith(".o") and "/obj/" in origin:
-                key = "swift:" + swift_module(name)
-            else:
-                key = "other (crt, libc stubs)"
-            if ".eh_frame" in name:
-                key = "unwind tables (.eh_frame)"
-            totals[key] += size
+        a = re.search(r"lib([\w+-]+)\.a\(", origin)
+        if a:
+            key = "lib" + a.group(1)
+        elif origin.endswith(".o") and "/obj/" in origin:
+            key = "swift:" + swift_module(name)
+        elif origin == "<internal>":
+            # lld merges every input's mergeable constants and strings into one section
+            key = "merged constants and strings (all inputs)"
+        else:
+            key = "other (crt, libc stubs)"
+        if ".eh_frame" in name:
+            key = "unwind tables (.eh_frame)"
+        totals[key] += size
 for key, size in sorted(totals.items(), key=lambda kv: -kv[1]):
     print(f"SIZE {key} {size} bytes")

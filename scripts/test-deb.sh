@@ -135,6 +135,9 @@ if [ -n "$arm64_deb" ]; then
   dpkg-deb -x "$arm64_deb" "$work/arm64"
   check "arm64: binary is AArch64" sh -c "readelf -h '$work/arm64/usr/bin/linnet' | grep -q AArch64"
   check "arm64: binary is stripped" sh -c "! readelf -S '$work/arm64/usr/bin/linnet' | grep -q '\.symtab'"
+  # Full RELRO (-z now) and packed relocations, as scripts/embedded-build.sh links it
+  check "arm64: binary binds now (full RELRO)" sh -c "readelf -d '$work/arm64/usr/bin/linnet' | grep -q 'FLAGS.*BIND_NOW'"
+  check "arm64: relative relocations packed (DT_RELR)" sh -c "readelf -d '$work/arm64/usr/bin/linnet' | grep -q '(RELR)'"
   check "arm64: conffiles lists linnet.conf" sh -c "dpkg-deb -I '$arm64_deb' conffiles | grep -qx /etc/linnet/linnet.conf"
   check "arm64: maintainer scripts" sh -c "dpkg-deb -I '$arm64_deb' | grep -q postinst && dpkg-deb -I '$arm64_deb' | grep -q postrm"
 fi
