@@ -23,24 +23,14 @@ long=${3:-20}
 [ -x "$bin" ] || { echo "bench/call-instructions.sh: build the release binary first (make release)" >&2; exit 69; }
 command -v valgrind >/dev/null && command -v callgrind_annotate >/dev/null || {
   echo "bench/call-instructions.sh: valgrind not installed (scripts/setup.sh)" >&2; exit 69; }
+. "$top/bench/lib.sh"
 work=$(mktemp -d); [ -n "${KEEP:-}" ] && echo "keeping $work" >&2
-answer_pid=
-trap 'kill $answer_pid 2>/dev/null || true; [ -n "${KEEP:-}" ] || rm -rf "$work"' EXIT
+trap 'bench_stop; [ -n "${KEEP:-}" ] || rm -rf "$work"' EXIT
 
-python3 - "$work/tone.wav" <<'PY'
-import math, struct, sys, wave
-w = wave.open(sys.argv[1], "wb"); w.setnchannels(1); w.setsampwidth(2); w.setframerate(48000)
-w.writeframes(b"".join(struct.pack("<h", int(8000 * math.sin(2 * math.pi * 440 * i / 48000))) for i in range(48000 * 2)))
-w.close()
-PY
+bench_tone "$work/tone.wav" 2
 
-"$bin" answer --listen 127.0.0.1:0 --mode echo --log-level warn > "$work/answer.out" 2>/dev/null &
-answer_pid=$!
-while ! grep -q READY "$work/answer.out" 2>/dev/null; do
-  kill -0 $answer_pid 2>/dev/null || { echo "answerer died" >&2; exit 70; }
-  read -r -t 0.05 < /dev/null || true
-done
-port=$(awk '/READY/ {print $2}' "$work/answer.out")
+bench_start "$work/answer.out" "$bin" answer --listen 127.0.0.1:0 --mode echo --log-level warn
+port=$bench_port
 
 # One call under callgrind with a stats line a second. Once the call has sent its first
 # packets, `callgrind_control --dump` closes a first part (start-up, signaling, the DTLS

@@ -20,25 +20,14 @@ set -euo pipefail
 top=$(cd "$(dirname "$0")/.." && pwd)
 bin=${1:-$top/build/host/linnet}
 [ -x "$bin" ] || { echo "bench/network.sh: build the release binary first (make release)" >&2; exit 69; }
+. "$top/bench/lib.sh"
 work=$(mktemp -d)
-trap 'kill $answer_pid 2>/dev/null || true; rm -rf "$work"' EXIT
+trap 'bench_stop; rm -rf "$work"' EXIT
 
-python3 - "$work/tone.wav" <<'PY'
-import math, struct, sys, wave
-w = wave.open(sys.argv[1], "wb"); w.setnchannels(1); w.setsampwidth(2); w.setframerate(48000)
-w.writeframes(b"".join(struct.pack("<h", int(8000 * math.sin(2 * math.pi * 440 * i / 48000))) for i in range(48000 * 2)))
-w.close()
-PY
+bench_tone "$work/tone.wav" 2
 
-"$bin" answer --listen 127.0.0.1:0 --mode echo --log-level warn > "$work/answer.out" 2>/dev/null &
-answer_pid=$!
-# Wait for the READY line (the answerer prints it once listening).
-while ! grep -q READY "$work/answer.out" 2>/dev/null; do
-  kill -0 $answer_pid 2>/dev/null || { echo "answerer died" >&2; exit 70; }
-  read -r -t 0.05 < /dev/null || true
-done
-port=$(awk '/READY/ {print $2}' "$work/answer.out")
-url=http://127.0.0.1:$port/whip
+bench_start "$work/answer.out" "$bin" answer --listen 127.0.0.1:0 --mode echo --log-level warn
+url=http://127.0.0.1:$bench_port/whip
 
 field() { python3 -c "import json,sys
 for l in open(sys.argv[1]):
@@ -56,30 +45,16 @@ connect_median() {
   printf '%s\n' "${connects[@]}" | sort -n | awk '{a[NR]=$1} END {print (NR%2 ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2)}'
 }
 
-# A peer that prints `READY <port>` on stdout: start it, wait for the line, echo the port.
-start_peer() {
-  local out=$1; shift
-  "$@" > "$out" 2>/dev/null &
-  peer_pids+=($!)
-  while ! grep -q READY "$out" 2>/dev/null; do
-    kill -0 "${peer_pids[-1]}" 2>/dev/null || { echo "bench/network.sh: $1 died" >&2; return 1; }
-    read -r -t 0.05 < /dev/null || true
-  done
-  awk '/READY/ {print $2}' "$out"
-}
-peer_pids=()
-trap 'kill $answer_pid "${peer_pids[@]}" 2>/dev/null || true; rm -rf "$work"' EXIT
-
 echo "BENCH connect_ms $(connect_median "$url" 20) ms"
 echo "BENCH connect_ms_linnet $(connect_median "$url" 20) ms"
 # The same against independent stacks, where they are installed (Tests/Interop).
 if py=$("$top/Tests/Interop/setup.sh" 2>/dev/null | tail -n 1) && [ -x "$py" ]; then
-  port=$(start_peer "$work/aiortc.out" "$py" -u "$top/Tests/Interop/peer.py" --listen 127.0.0.1:0 --mode echo --no-peer-channel)
-  echo "BENCH connect_ms_aiortc $(connect_median "http://127.0.0.1:$port/whip" 20) ms"
+  bench_start "$work/aiortc.out" "$py" -u "$top/Tests/Interop/peer.py" --listen 127.0.0.1:0 --mode echo --no-peer-channel
+  echo "BENCH connect_ms_aiortc $(connect_median "http://127.0.0.1:$bench_port/whip" 20) ms"
 fi
 if [ -x "$top/Tests/Interop/pion/build.sh" ] && pion=$("$top/Tests/Interop/pion/build.sh" 2>/dev/null | tail -n 1) && [ -x "$pion" ]; then
-  port=$(start_peer "$work/pion.out" "$pion" answer --listen 127.0.0.1:0 --mode echo)
-  echo "BENCH connect_ms_pion $(connect_median "http://127.0.0.1:$port/whip" 20) ms"
+  bench_start "$work/pion.out" "$pion" answer --listen 127.0.0.1:0 --mode echo
+  echo "BENCH connect_ms_pion $(connect_median "http://127.0.0.1:$bench_port/whip" 20) ms"
 fi
 
 /usr/bin/time -f "%U %S %M" -o "$work/time" "$bin" run --whip "$url" --input "$work/tone.wav" --loop-input --playback none --seconds 20 --log-level error
@@ -92,15 +67,10 @@ echo "BENCH call_rss_kb $rss kB"
 # own pion echo answerer, measured in one run so the ratio does not depend on the
 # machine's speed or load of the day.
 if [ -n "${pion:-}" ] && [ -x "$pion" ] && command -v opusenc >/dev/null; then
-  python3 - "$work/long.wav" <<'PY'
-import math, struct, sys, wave
-w = wave.open(sys.argv[1], "wb"); w.setnchannels(1); w.setsampwidth(2); w.setframerate(48000)
-w.writeframes(b"".join(struct.pack("<h", int(8000 * math.sin(2 * math.pi * 440 * i / 48000))) for i in range(48000 * 22)))
-w.close()
-PY
+  bench_tone "$work/long.wav" 22
   opusenc --quiet --bitrate 32 --framesize 20 --max-delay 20 "$work/long.wav" "$work/long.opus"
-  port_l=$(start_peer "$work/pion-l.out" "$pion" answer --listen 127.0.0.1:0 --mode echo)
-  port_p=$(start_peer "$work/pion-p.out" "$pion" answer --listen 127.0.0.1:0 --mode echo)
+  bench_start "$work/pion-l.out" "$pion" answer --listen 127.0.0.1:0 --mode echo; port_l=$bench_port
+  bench_start "$work/pion-p.out" "$pion" answer --listen 127.0.0.1:0 --mode echo; port_p=$bench_port
   # (Linnet loops the 2 s tone: --input reads its file into memory, and a 22 s one
   # would add 2 MB to its RSS that a microphone never costs.)
   /usr/bin/time -f "%U %S %M" -o "$work/time-l" "$bin" run --whip "http://127.0.0.1:$port_l/whip" \

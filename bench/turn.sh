@@ -15,16 +15,12 @@ bin=${1:-$top/build/host/linnet}
 [ -x "$bin" ] || { echo "bench/turn.sh: build the release binary first (make release)" >&2; exit 69; }
 [ "$(id -u)" -eq 0 ] || { echo "bench/turn.sh: skipped (needs root for network namespaces)" >&2; exit 0; }
 command -v turnserver >/dev/null || { echo "bench/turn.sh: skipped (no turnserver: scripts/setup.sh installs coturn)" >&2; exit 0; }
+. "$top/bench/lib.sh"
 python=${AIORTC_PYTHON:-$("$top/Tests/Interop/setup.sh" 2>/dev/null | tail -n1)}
 work=$(mktemp -d)
 chmod 777 "$work"
 trap 'rm -rf "$work"' EXIT
-python3 - "$work/tone.wav" <<'PY'
-import math, struct, sys, wave
-w = wave.open(sys.argv[1], "wb"); w.setnchannels(1); w.setsampwidth(2); w.setframerate(48000)
-w.writeframes(b"".join(struct.pack("<h", int(8000 * math.sin(2 * math.pi * 440 * i / 48000))) for i in range(48000 * 22)))
-w.close()
-PY
+bench_tone "$work/tone.wav" 22
 chmod 644 "$work/tone.wav"
 
 median() { sort -n | awk '{a[NR]=$1} END {if (NR == 0) print "?"; else print a[int((NR + 1) / 2)]}'; }
