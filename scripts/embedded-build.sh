@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The Embedded Swift release build: every product module of Package.swift compiled with
 # `-enable-experimental-feature Embedded -wmo -Osize`, one module at a time in
-# dependency order, then linked by gcc against glibc and the static C libraries.
+# dependency order, then linked by gcc (with the toolchain's lld) against glibc and the
+# static C libraries.
 # The result needs no Swift runtime: its only dynamic dependencies are libc, libm,
 # libasound and the loader.
 #
