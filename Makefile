@@ -49,6 +49,9 @@ qemu-check: build/arm64/linnet
 build/arm64/linnet:
 	$(MAKE) arm64
 
+build/host/linnet:
+	$(MAKE) release
+
 ## size: stripped arm64 size and its dynamic dependencies
 size: build/arm64/linnet
 	@echo "BENCH arm64_stripped_bytes $$(stat -c %s build/arm64/linnet.stripped) bytes"
@@ -78,7 +81,7 @@ deb-host: release
 	scripts/build-deb.sh build/host/linnet build
 
 ## test-deb: install, upgrade and purge the host package here (root), check the arm64 one
-test-deb: release build/arm64/linnet deb
+test-deb: build/host/linnet build/arm64/linnet deb
 	scripts/test-deb.sh build/host/linnet build/linnet_$$(scripts/version.sh)_arm64.deb
 
 ## check-unit: systemd-analyze verify and security (≤ 2.0) of systemd/linnet.service

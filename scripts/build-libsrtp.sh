@@ -20,10 +20,14 @@ lib=$out/lib/libsrtp2.a
 if [ -f "$lib" ] && [ "$lib" -nt "$out/lib/libmbedcrypto.a" ] && [ "$lib" -nt "$0" ]; then exit 0; fi
 src=$top/build/third_party/src
 mkdir -p "$src"
+# The source tree is shared by both architectures, whose builds may run side by side
+# (.ci/run): one unpacks it while the other waits.
+exec 9>"$src/.lock"; flock 9
 if [ ! -d "$src/libsrtp2-2.5.0" ]; then
   (cd "$src" && apt-get source --download-only libsrtp2=2.5.0-3 >/dev/null 2>&1 || apt-get source --download-only libsrtp2 >/dev/null)
   (cd "$src" && dpkg-source -x --skip-patches libsrtp2_2.5.0*.dsc libsrtp2-2.5.0 >/dev/null)
 fi
+flock -u 9
 bld=$top/build/third_party/build-$arch
 rm -rf "$bld"; mkdir -p "$bld"
 extra=(-DMBEDTLS_LIBRARY="$out/lib/libmbedtls.a" -DMBEDX509_LIBRARY="$out/lib/libmbedx509.a"

@@ -24,13 +24,23 @@ patch=$top/scripts/speexdsp/linnet-mdf-tuning.patch
 # Rebuilt when this script or the patch changes.
 stamp=$(cat "$0" "$patch" | sha256sum | cut -c1-16)
 [ -f "$out/lib/liblinnet-speexdsp.a" ] && [ "$(cat "$out/.stamp" 2>/dev/null)" = "$stamp" ] && exit 0
+# Two builds may run side by side (.ci/run: the host and arm64 release builds, each
+# asking for the host library first through `make deps`): one builds an architecture
+# while another asking for it waits, then finds it built.
+mkdir -p "$top/build/third_party"
+exec 8>"$top/build/third_party/speexdsp-$arch.lock"; flock 8
+[ -f "$out/lib/liblinnet-speexdsp.a" ] && [ "$(cat "$out/.stamp" 2>/dev/null)" = "$stamp" ] && exit 0
 src=$top/build/third_party/src
 mkdir -p "$src"
+# The download is shared by both architectures: one fetches it while the other waits.
+exec 9>"$src/.lock"; flock 9
 if [ ! -f "$src/speexdsp_1.2.1-1.dsc" ]; then
   (cd "$src" && apt-get source --download-only speexdsp=1.2.1-1 >/dev/null 2>&1 || apt-get source --download-only speexdsp >/dev/null)
 fi
-# A fresh tree each time, so the patch always applies to Debian's pristine source.
-tree=$src/speexdsp-linnet
+flock -u 9
+# A fresh tree each time, so the patch always applies to Debian's pristine source; one
+# per architecture, so that two builds do not unpack over each other.
+tree=$src/speexdsp-linnet-$arch
 rm -rf "$tree"
 # (dpkg-source warns that it cannot check the signature: apt checked the files' hashes.)
 (cd "$src" && dpkg-source -x --skip-patches speexdsp_1.2.1*.dsc "$tree" >"$tree.log" 2>&1) || { cat "$tree.log"; exit 1; }
