@@ -27,13 +27,18 @@ src=$top/build/third_party/src
 mkdir -p "$src"
 version=2.28.3
 # The source tree is shared by both architectures, whose builds may run side by side
-# (.ci/run): one unpacks it while the other waits. Both copy the same config.h.
+# (.ci/run): one unpacks it while the other waits. The config is replaced only when it
+# differs, and by a rename, so a build compiling from the tree never reads it half
+# written.
 exec 9>"$src/.lock"; flock 9
 if [ ! -d "$src/mbedtls-$version" ]; then
   (cd "$src" && apt-get source --download-only "mbedtls=$version-1" >/dev/null 2>&1 || apt-get source --download-only mbedtls >/dev/null)
   (cd "$src" && dpkg-source -x --skip-patches mbedtls_"$version"*.dsc "mbedtls-$version" >/dev/null 2>&1)
 fi
-cp "$config" "$src/mbedtls-$version/include/mbedtls/config.h"
+target=$src/mbedtls-$version/include/mbedtls/config.h
+if ! cmp -s "$config" "$target"; then
+  cp "$config" "$target.new" && mv -f "$target.new" "$target"
+fi
 flock -u 9
 bld=$top/build/third_party/build-mbedtls-$arch
 rm -rf "$bld"; mkdir -p "$bld"
