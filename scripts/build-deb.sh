@@ -32,8 +32,9 @@ esac
 # Depends from NEEDED: the release binary links everything but libc, libm and ALSA
 # statically (scripts/check-needed.sh enforces that).
 # GLIBC_ABI_DT_RELR (packed relocations, scripts/embedded-build.sh) came with glibc 2.36.
-glibc=$( { readelf -V "$bin" | grep -o 'GLIBC_[0-9][0-9.]*' | sed 's/GLIBC_//'
-           if readelf -V "$bin" | grep -q GLIBC_ABI_DT_RELR; then echo 2.36; fi; } | sort -uV | tail -n 1)
+versions=$(readelf -V "$bin")
+glibc=$( { grep -o 'GLIBC_[0-9][0-9.]*' <<<"$versions" | sed 's/GLIBC_//'
+           if grep -q GLIBC_ABI_DT_RELR <<<"$versions"; then echo 2.36; fi; } | sort -uV | tail -n 1)
 depends=()
 for lib in $(readelf -d "$bin" | sed -n 's/.*(NEEDED).*\[\(.*\)\]/\1/p'); do
   case "$lib" in

@@ -23,7 +23,6 @@ out=$top/build/third_party/speexdsp/$arch
 patch=$top/scripts/speexdsp/linnet-mdf-tuning.patch
 # Rebuilt when this script or the patch changes.
 stamp=$(cat "$0" "$patch" | sha256sum | cut -c1-16)
-[ -f "$out/lib/liblinnet-speexdsp.a" ] && [ "$(cat "$out/.stamp" 2>/dev/null)" = "$stamp" ] && exit 0
 # Two builds may run side by side (.ci/run: the host and arm64 release builds, each
 # asking for the host library first through `make deps`): one builds an architecture
 # while another asking for it waits, then finds it built.
