@@ -105,7 +105,7 @@ mkdir -p "$out/modules" "$out/obj"
 rm -f "$out"/obj/*.o "$out"/obj/*.bc "$out"/obj/*.ll
 for line in "${modules[@]}"; do
   name=${line% *}; kind=${line#* }
-  [ "$kind" = executable ] && exe=$name
+
   if is_merged "$name"; then
     : > "$out/modules/$name-empty.swift"
     "$swiftc" -target "$target" -enable-experimental-feature Embedded -wmo -parse-as-library -module-name "$name" -swift-version 6 \
@@ -131,28 +131,27 @@ for line in "${modules[@]}"; do
   rm -f "$out/obj/$name.ll"
 done
 
-# One object: the executable's bitcode with every module's linked in, generated at once
-# (clang -mlink-bitcode-file; no LLVM pass runs again: -disable-llvm-passes, so the code
-# is what swiftc optimised). Why:
-# - one section per global (-fdata-sections): swiftc has -function-sections but puts a
-#   module's data in one .data/.data.rel.ro/.bss, so --gc-sections kept every global of
-#   a module that used any, with the functions their metadata and closures point to and a
-#   dynamic relocation (24 bytes) per pointer: 2,063,560 → 1,996,464 bytes (arm64,
-#   stripped);
-# - the stdlib code every module instantiates (linkonce) exists once, and the machine
-#   outliner sees the whole program: → 1,930,928 bytes;
-# - the outliner runs a second time over its own output (-machine-outliner-reruns=2;
-#   more runs found nothing more): → 1,914,544 bytes. Outlined code is a call away
-#   (bl/ret), as the first run's is.
-# -fPIC matches swiftc's relocation model. scripts/size-report.py attributes this
-# object's sections to modules by their mangled names.
-bitcode=()
-for f in "$out"/obj/*.bc; do
-  [ "$f" = "$out/obj/$exe.bc" ] || bitcode+=(-Xclang -mlink-bitcode-file -Xclang "$f")
-done
-"$clang" -target "$target" -Os -fPIC -Xclang -disable-llvm-passes -ffunction-sections -fdata-sections \
-  -mllvm -machine-outliner-reruns=2 -Wno-override-module -c "$out/obj/$exe.bc" "${bitcode[@]}" -o "$out/obj/$exe.o"
-rm -f "$out"/obj/*.bc
+# Link-time optimisation: lld takes every module's bitcode, sees the whole program and
+# generates it as one (full LTO), before linking it with the C libraries. The code is
+# what swiftc optimised module by module; what LTO adds (arm64 stripped, measured from
+# the same bitcode one after the other):
+# - before, clang generated one object from the linked bitcode with no LLVM pass run
+#   again, so every public symbol of a module stayed external and only --gc-sections
+#   removed unused code: 1,852,304 bytes;
+# - lld knows the executable exports nothing, so every Swift symbol becomes internal:
+#   unused functions, witness tables and metadata go, functions called once are
+#   inlined into their caller, and constants are propagated across modules:
+#   → 1,721,480 bytes. (The functions keep swiftc's -Osize attributes, minsize and
+#   optsize, so the second pipeline optimises them for size; the audio kernels marked
+#   @_optimize(speed) carry neither.)
+# - lld generates one section per function and per global, as clang did with
+#   -ffunction-sections -fdata-sections, so --gc-sections and --icf still apply;
+# - on arm64 the machine outliner runs on the minsize functions, a second time over its
+#   own output (-machine-outliner-reruns=2; more runs found nothing more). Outlined
+#   code is a call away (bl/ret).
+# scripts/size-report.py attributes the LTO object's sections to modules by their
+# mangled names.
+lto=(-Wl,-mllvm,-machine-outliner-reruns=2)
 
 # Static C libraries first (libsrtp before mbedtls, whose AES and HMAC it uses; speexdsp
 # is the tuned build of scripts/build-speexdsp.sh, the same as the full build links),
@@ -179,10 +178,11 @@ rm -f "$out"/obj/*.bc
 mkdir -p "$out/lld"
 ln -sf "$toolchain/bin/ld.lld" "$out/lld/ld.lld"
 "$cc" -B"$out/lld" -fuse-ld=lld -Wl,-z,pack-relative-relocs -Wl,--icf=safe -Wl,-z,now \
-  -o "$out/linnet" "$out"/obj/*.o \
+  "${lto[@]}" -o "$out/linnet" "$out"/obj/*.bc \
   "$srtp/lib/libsrtp2.a" "$speex/lib/liblinnet-speexdsp.a" "$srtp/lib/libopus.a" "$srtp/lib/libgpiod.a" \
   "$srtp/lib/libmbedtls.a" "$srtp/lib/libmbedx509.a" "$srtp/lib/libmbedcrypto.a" \
   -lasound -lm -L"$embedded_lib" -lswiftUnicodeDataTables \
   -Wl,--gc-sections -Wl,--as-needed "${ldflags[@]}" -Wl,-Map="$out/linnet.map"
+rm -f "$out"/obj/*.bc
 "$strip" -o "$out/linnet.stripped" "$out/linnet"
 echo "built $out/linnet ($(stat -c %s "$out/linnet.stripped") bytes stripped)"

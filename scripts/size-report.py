@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """What each input adds to the linked binary, from lld's map file: the sizes of the
 allocated sections kept after --gc-sections, summed by archive (C libraries) or Swift
-module (from the mangled name of each section's symbol). Usage: size-report.py build/arm64/linnet.map"""
+module (from the mangled name of each section's symbol; lld's LTO generates every
+module's bitcode as one object, named after the output with .lto.o). Usage: size-report.py build/arm64/linnet.map"""
 import re
 import sys
 from collections import defaultdict
@@ -10,7 +11,7 @@ totals = defaultdict(int)
 
 
 def swift_module(section):
-    """The module a Swift section belongs to, from its symbol's mangled name: the build
+    """The module a Swift section belongs to, from its symbol's mangled name: lld's LTO
     generates every module into one object (embedded-build.sh), with one section per
     function and per global. `$e<len><Module>…` names the module of the declaration (a
     specialisation counts where its generic is declared); `$es`/`$eS…` is the standard
@@ -42,7 +43,9 @@ with open(sys.argv[1]) as f:
         a = re.search(r"lib([\w+-]+)\.a\(", origin)
         if a:
             key = "lib" + a.group(1)
-        elif origin.endswith(".o") and "/obj/" in origin:
+        elif origin.endswith(".lto.o"):
+            # the Swift modules' bitcode, generated as one object by lld's LTO
+            key = "swift:" + swift_module(name)
             key = "swift:" + swift_module(name)
         elif origin == "<internal>":
             # lld merges every input's mergeable constants and strings into one section
