@@ -125,6 +125,7 @@ public struct Key: Sendable {
     public func defaultText(for command: Command) -> String? { commandDefaults[command] ?? defaultText }
 
     /// A key whose property is optional: unset by default (nil), or `default` where given.
+    @inline(never)
     static func optional<T>(_ name: String, _ kind: Parser<T>, _ section: Section, _ commands: Commands,
                             default defaultText: String? = nil, also commandDefaults: [Command: String] = [:],
                             aliases: [Alias] = [], example: String? = nil, _ help: String,
@@ -134,6 +135,7 @@ public struct Key: Sendable {
     }
 
     /// A key whose property always has a value: `default` when nothing sets it.
+    @inline(never)
     static func value<T>(_ name: String, _ kind: Parser<T>, _ section: Section, _ commands: Commands,
                          default defaultText: String, also commandDefaults: [Command: String] = [:],
                          aliases: [Alias] = [], example: String? = nil, _ help: String,
