@@ -84,7 +84,7 @@ let package = Package(
         .testTarget(name: "SettingsTests", dependencies: ["Settings", "Wire", "Audio", "Signaling", "ICE"]),
         .testTarget(name: "AgentTests", dependencies: ["Agent", "Settings", "Wire", "JSON", "Signaling", "Peer", "ICE", "DTLS", "SDP", "SCTP",
                                                        "SimulatedNetwork"]),
-        .testTarget(name: "PeerTests", dependencies: ["Peer", "SDP", "ICE", "DTLS", "SRTP", "RTP", "SCTP", "Codec", "Media", "Wire",
+        .testTarget(name: "PeerTests", dependencies: ["Peer", "SDP", "ICE", "DTLS", "SRTP", "RTP", "SCTP", "Codec", "Media", "Wire", "CAllocCounter",
                                                       "SimulatedNetwork"]),
         .testTarget(name: "JSONTests", dependencies: ["JSON", "Wire"]),
         .testTarget(name: "MediaTests", dependencies: ["Media", "RTP", "Codec", "Wire"]),

@@ -94,6 +94,7 @@ public final class Call {
                 // A send error (no route, unreachable) is what ICE and consent checks
                 // are there to notice; the datagram is simply lost.
                 _ = try? socket.send(bytes, to: to)
+                peer.recycle(bytes)
             case .event(let e):
                 if case .audio(let a) = e { onAudio(a) } else { onEvent(e) }
             case .timeout(let t):

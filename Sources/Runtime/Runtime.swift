@@ -235,6 +235,7 @@ public final class Runtime {
                 } else if from.port == 9, core.settings.peer.ice.tcpActive {
                     tcpPath(id, from: from, to: to)?.send(bytes)
                 }
+                core.peer(of: id)?.recycle(bytes)
             case .http(let id, let request, let timeout):
                 calls[id] = parts.http.send(request, timeout: timeout) { result in
                     self.calls[id] = nil

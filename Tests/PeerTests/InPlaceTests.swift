@@ -1,4 +1,5 @@
 import Testing
+import CAllocCounter
 import Wire
 import SRTP
 @testable import Peer
@@ -49,5 +50,117 @@ import SRTP
         net.offerer.sendAudio(samples: 960, now: net.now) { _ in nil }
         #expect(net.offerer.sender.timestamp == t &+ 960)
         if case .transmit = net.offerer.pollOutput() { Issue.record("sent a packet for a frame that was not encoded") }
+    }
+
+    /// Allocations per packet on the loop (issue 18): a sent datagram handed back with
+    /// `recycle` carries the next one in its own storage (one allocation fewer than a
+    /// send without it, counted by CAllocCounter), and what it carries is the next
+    /// packet, whole (the answerer decrypts it and gets the payload sent). A datagram the
+    /// shell still holds when the next is built is never written over.
+    @Test func recycledDatagramCarriesTheNextPacket() throws {
+        let net = try TwoPeers(seed: 33)
+        net.run(until: net.now + .seconds(2))
+        _ = drainAudio(net.offerer)
+        _ = drainAudio(net.answerer)
+        func send(_ tag: UInt8) -> [UInt8]? {
+            let payload = frame(Int(tag), tag: tag)
+            net.offerer.sendAudio(samples: 960, now: net.now) { room in
+                payload.withUnsafeBytes { room.copyMemory(from: $0) }
+                return payload.count
+            }
+            guard case .transmit(let d, _, _) = net.offerer.pollOutput() else { return nil }
+            return d
+        }
+        func receive(_ datagram: [UInt8]) -> [UInt8]? {
+            var d = datagram
+            d.withUnsafeMutableBytes { net.answerer.handleInput($0, from: net.offererAddress, local: net.answererAddress, now: net.now) }
+            return drainAudio(net.answerer).first?.payload
+        }
+        // Handed back and no longer held: the next packet is built in its storage.
+        var first = send(1)
+        try #require(first != nil)
+        #expect(receive(first!) == frame(1, tag: 1))
+        net.offerer.recycle(first!)
+        first = nil
+        alloc_counter_begin()
+        let second = send(2)
+        let recycledCalls = alloc_counter_end()
+        #expect(receive(try #require(second)) == frame(2, tag: 2))
+        // Not handed back: a send allocates its datagram.
+        alloc_counter_begin()
+        let third = send(3)
+        let plainCalls = alloc_counter_end()
+        #expect(receive(try #require(third)) == frame(3, tag: 3))
+        // (A debug build allocates elsewhere in a send too: the difference is the datagram.)
+        if alloc_counter_available() != 0 { #expect(plainCalls == recycledCalls + 1) }
+        // Handed back but still held (a shell that queued it): the next packet gets
+        // storage of its own and the held datagram keeps its bytes.
+        let held = try #require(send(4))
+        let snapshot = held.map { $0 }
+        net.offerer.recycle(held)
+        let fifth = try #require(send(5))
+        #expect(held == snapshot)
+        #expect(receive(fifth) == frame(5, tag: 5))
+        #expect(receive(held) == frame(4, tag: 4))
+    }
+
+    /// The received side (issue 18): a payload the consumer has let go is reused for the
+    /// packet a pool's length later (no allocation for it, counted by CAllocCounter),
+    /// while one it still holds keeps its bytes; every event carries the payload sent.
+    @Test func receivedPayloadsReuseStorageTheConsumerLetGo() throws {
+        let net = try TwoPeers(seed: 34)
+        net.run(until: net.now + .seconds(2))
+        _ = drainAudio(net.offerer)
+        _ = drainAudio(net.answerer)
+        let pool = net.answerer.payloadPool.count
+        var datagrams: [[UInt8]] = []
+        for i in 0..<(pool + 2) {
+            let payload = frame(i, tag: UInt8(truncatingIfNeeded: i))
+            net.offerer.sendAudio(samples: 960, now: net.now) { room in
+                payload.withUnsafeBytes { room.copyMemory(from: $0) }
+                return payload.count
+            }
+            guard case .transmit(let d, _, _) = net.offerer.pollOutput() else { Issue.record("nothing sent"); return }
+            datagrams.append(d)
+        }
+        // Delivers datagram `i` and returns its payload and the allocation calls made.
+        func deliver(_ i: Int) -> ([UInt8]?, Int) {
+            alloc_counter_begin()
+            datagrams[i].withUnsafeMutableBytes { net.answerer.handleInput($0, from: net.offererAddress, local: net.answererAddress, now: net.now) }
+            let calls = alloc_counter_end()
+            let got = drainAudio(net.answerer)
+            return (got.count == 1 ? got[0].payload : nil, calls)
+        }
+        // Packet 0 is let go at once, packet 1 held throughout, the rest kept until the end.
+        var first = deliver(0).0
+        #expect(first == frame(0, tag: 0))
+        first = nil
+        let held = try #require(deliver(1).0)
+        var kept: [[UInt8]] = []
+        var calls: [Int] = []
+        for i in 2..<(pool + 2) {
+            let (p, n) = deliver(i)
+            #expect(p == frame(i, tag: UInt8(i)))
+            if let p { kept.append(p) }
+            calls.append(n)
+        }
+        // Packet `pool` went into packet 0's storage: one allocation fewer than packet
+        // `pool + 1`, which could not take the held packet 1's, still intact.
+        if alloc_counter_available() != 0 {
+            #expect(calls[pool - 2] + 1 == calls[pool - 1])
+        }
+        #expect(held == frame(1, tag: 1))
+    }
+}
+
+/// Every `.audio` event the peer has queued, the rest of its output drained.
+func drainAudio(_ peer: Peer) -> [ReceivedAudio] {
+    var got: [ReceivedAudio] = []
+    while true {
+        switch peer.pollOutput() {
+        case .timeout: return got
+        case .event(.audio(let a)): got.append(a)
+        default: break
+        }
     }
 }
