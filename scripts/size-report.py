@@ -46,7 +46,6 @@ with open(sys.argv[1]) as f:
         elif origin.endswith(".lto.o"):
             # the Swift modules' bitcode, generated as one object by lld's LTO
             key = "swift:" + swift_module(name)
-            key = "swift:" + swift_module(name)
         elif origin == "<internal>":
             # lld merges every input's mergeable constants and strings into one section
             key = "merged constants and strings (all inputs)"

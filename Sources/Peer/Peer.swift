@@ -529,37 +529,20 @@ public final class Peer {
     }
 
     /// `scratch[0..<length]` as a datagram of its own, in the recycled storage when it
-    /// fits (`removeAll(keepingCapacity:)` keeps it only while this is the one reference;
-    /// otherwise Array allocates, as a plain copy would).
+    /// can be (`refill`).
     func datagram(_ length: Int) -> [UInt8] {
-        guard spareDatagram.capacity >= length else {
-            // Room for any audio packet at the usual rates (Opus at 32 kbit/s: ~100
-            // bytes with the RTP header and SRTP tag), so a recycled one takes the next.
-            var d = [UInt8]()
-            d.reserveCapacity(max(length, 256))
-            d.append(contentsOf: scratch[0..<length])
-            return d
-        }
-        var d = spareDatagram
-        spareDatagram = []
-        d.removeAll(keepingCapacity: true)
-        d.append(contentsOf: scratch[0..<length])
+        var d: [UInt8] = []
+        swap(&d, &spareDatagram)
+        scratch.withUnsafeBytes { refill(&d, with: UnsafeRawBufferPointer(rebasing: $0[0..<length])) }
         return d
     }
 
     /// `bytes` as a payload array of its own, in the storage of the pool's oldest when
-    /// nothing else holds that one any more (else `removeAll(keepingCapacity:)`
-    /// allocates, as a plain copy would, and the holder keeps its bytes).
+    /// it can be (`refill`); the pool keeps a reference to it.
     func pooledPayload(_ bytes: UnsafeRawBufferPointer) -> [UInt8] {
-        var d = payloadPool[payloadPoolNext]
-        payloadPool[payloadPoolNext] = []
-        if d.capacity >= bytes.count {
-            d.removeAll(keepingCapacity: true)
-        } else {
-            d = []
-            d.reserveCapacity(max(bytes.count, 256))
-        }
-        d.append(contentsOf: bytes)
+        var d: [UInt8] = []
+        swap(&d, &payloadPool[payloadPoolNext])
+        refill(&d, with: bytes)
         payloadPool[payloadPoolNext] = d
         payloadPoolNext = (payloadPoolNext &+ 1) % payloadPool.count
         return d
@@ -875,4 +858,20 @@ public final class Peer {
         stats.rtcpSent += 1
         transmits.append((datagram(length), path.local, path.remote))
     }
+}
+
+/// Replaces `buffer`'s contents with `bytes`, in its storage when that is large enough
+/// and `buffer` is its only reference: `removeAll(keepingCapacity:)` otherwise
+/// allocates, as a plain copy would, and whoever else holds the old array keeps its
+/// bytes. A new buffer holds at least 256 bytes, any audio packet at the usual rates
+/// (Opus at 32 kbit/s: ~100 bytes with the RTP header and SRTP tag), so the next
+/// packet fits when it comes back.
+func refill(_ buffer: inout [UInt8], with bytes: UnsafeRawBufferPointer) {
+    if buffer.capacity >= bytes.count {
+        buffer.removeAll(keepingCapacity: true)
+    } else {
+        buffer = []
+        buffer.reserveCapacity(max(bytes.count, 256))
+    }
+    buffer.append(contentsOf: bytes)
 }
