@@ -105,7 +105,6 @@ mkdir -p "$out/modules" "$out/obj"
 rm -f "$out"/obj/*.o "$out"/obj/*.bc "$out"/obj/*.ll
 for line in "${modules[@]}"; do
   name=${line% *}; kind=${line#* }
-
   if is_merged "$name"; then
     : > "$out/modules/$name-empty.swift"
     "$swiftc" -target "$target" -enable-experimental-feature Embedded -wmo -parse-as-library -module-name "$name" -swift-version 6 \
