@@ -45,7 +45,8 @@ gcc -O2 -c Tests/CAllocCounter/CAllocCounter.c -I Tests/CAllocCounter/include -o
 "$swiftc" "${common[@]}" -module-name LinnetBench -c bench/LinnetBench/*.swift Tests/AudioTests/EchoSimulation.swift -o "$out/LinnetBench.o"
 
 if [ "$mode" = full ]; then
-  "$swiftc" -o "$out/linnet-bench" "$out"/*.o -lopus "$spx/lib/liblinnet-speexdsp.a" -lm
+  # -L: the CSpeexDSP module map links linnet-speexdsp by name (autolink).
+  "$swiftc" -o "$out/linnet-bench" "$out"/*.o -lopus -L "$spx/lib" "$spx/lib/liblinnet-speexdsp.a" -lm
 else
   gcc -o "$out/linnet-bench" "$out"/*.o /usr/lib/x86_64-linux-gnu/libopus.a "$spx/lib/liblinnet-speexdsp.a" -lm \
     -L"$toolchain/lib/swift/embedded/x86_64-unknown-linux-gnu" -lswiftUnicodeDataTables
