@@ -58,10 +58,12 @@ size: build/arm64/linnet
 	@echo "NEEDED: $$(readelf -d build/arm64/linnet | sed -n 's/.*(NEEDED).*\[\(.*\)\]/\1/p' | tr '\n' ' ')"
 	@scripts/size-report.py build/arm64/linnet.map
 
-## bench: every figure, one BENCH line each (audio: callgrind counts, bench/audio.sh)
+## bench: every figure, one BENCH line each (audio: callgrind counts, bench/audio.sh;
+## arm64: the same under qemu-user, bench/qemu-count.py)
 bench: size release
 	@bench/audio.sh full
 	@bench/audio.sh embedded
+	@bench/audio.sh arm64
 	@bench/network.sh build/host/linnet
 	@bench/call-instructions.sh build/host/linnet
 	@bench/turn.sh build/host/linnet

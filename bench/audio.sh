@@ -14,8 +14,10 @@
 # set-up and first-call costs cancel. The test signal is speech-like with pauses and a
 # DC offset (bench/LinnetBench/Bench.swift) and repeats every 100 frames (1 s).
 #
-# usage: [KERNELS="hpf agc …"] bench/audio.sh [full|embedded]   (default: full = full Swift -O; embedded =
-#        the release build's Embedded Swift -Osize, whose names get an _osize suffix)
+# usage: [KERNELS="hpf agc …"] bench/audio.sh [full|embedded|arm64]   (default: full = full Swift -O;
+#        embedded = the release build's Embedded Swift -Osize, whose names get an _osize
+#        suffix; arm64 = the same for the boards' aarch64, counted under qemu-user by
+#        bench/qemu-count.py, names suffixed _arm64)
 set -euo pipefail
 mode=${1:-full}
 top=$(cd "$(dirname "$0")/.." && pwd)
@@ -23,6 +25,11 @@ export PATH=$PATH:/opt/swift/usr/bin
 bench=$("$top/bench/build.sh" "$mode" | tail -1)
 suffix=""
 [ "$mode" = embedded ] && suffix="_osize"
+[ "$mode" = arm64 ] && suffix="_arm64"
+# run <kernel> <frames>: the bench itself, under qemu-user for arm64.
+run() {
+  if [ "$mode" = arm64 ]; then qemu-aarch64-static -L /usr/aarch64-linux-gnu "$bench" "$@"; else "$bench" "$@"; fi
+}
 
 # instructions <kernel> <n1> <n2> → per-frame instruction count
 instructions() {
@@ -32,11 +39,14 @@ instructions() {
   echo $(( (i2 - i1 + (n2 - n1) / 2) / (n2 - n1) ))
 }
 collected() {
+  if [ "$mode" = arm64 ]; then "$top/bench/qemu-count.py" "$bench" "$1" "$2"; return; fi
   valgrind --tool=callgrind --callgrind-out-file=/dev/null --toggle-collect='*measured*' \
     "$bench" "$1" "$2" 2>&1 >/dev/null | sed -n 's/.*Collected : \([0-9]*\).*/\1/p'
 }
 
 kernels=${KERNELS:-hpf hpf80 gain agc gate limiter meter mute chain product_chain aec ns opus}
+# Under qemu the echo canceller's rooms take minutes: arm64 counts the hooks and Opus.
+[ "$mode" = arm64 ] && kernels=${KERNELS:-hpf hpf80 gain agc gate limiter meter mute chain product_chain opus}
 for pair in hpf:highpass hpf80:highpass_80hz gain:gain agc:agc gate:noise_gate limiter:limiter meter:level_meter \
             mute:mute_gate chain:default_chain product_chain:product_chain; do
   kernel=${pair%%:*}; name=${pair#*:}
@@ -52,12 +62,12 @@ if [[ " $kernels " == *" aec "* ]]; then
   echo "BENCH aec_mdf_instructions_per_frame$suffix $(instructions aec_mdf 100 300) instructions"
   # aec_res: with the residual echo suppressor behind it (aec-suppress-db = 40, the default).
   for k in aec_erle:aec_erle_db aec_erle_16k:aec_erle_16k_db aec_res_erle:aec_res_erle_db; do
-    tenths=$("$bench" "${k%%:*}" 0 | sed -n 's/^erle_tenths //p')
+    tenths=$(run "${k%%:*}" 0 | sed -n 's/^erle_tenths //p')
     echo "BENCH ${k#*:}$suffix $(awk -v t="$tenths" 'BEGIN { printf "%.1f", t / 10 }') dB"
   done
   # 24 rooms (4 seeds × delays 50/120/250 ms × RT60 0.2/0.5 s, 16 kHz, residual
   # suppressor): ERLE after convergence and the time to 20 dB, mean and worst.
-  "$bench" aec_rooms 0 | while read -r key tenths; do
+  run aec_rooms 0 | while read -r key tenths; do
     unit=dB; [[ $key == *conv* ]] && unit=s
     echo "BENCH aec_rooms_${key%_tenths}$suffix $(awk -v t="$tenths" 'BEGIN { printf "%.1f", t / 10 }') $unit"
   done
@@ -65,20 +75,26 @@ fi
 if [[ " $kernels " == *" ns "* ]]; then
   echo "BENCH ns_instructions_per_frame$suffix $(instructions ns 100 300) instructions"
 fi
-# libopus is the same C library in both modes (Debian's -O2 build), so it is counted once.
-if [ "$mode" = full ] && [[ " $kernels " == *" opus "* ]]; then
-  echo "BENCH opus_encode_instructions_per_frame $(instructions opus_encode 50 100) instructions"
-  echo "BENCH opus_decode_instructions_per_frame $(instructions opus_decode 50 100) instructions"
+# libopus is the same C library in the two x86 modes (Debian's -O2 build), so it is
+# counted once there; arm64 has Debian's arm64 build of it (with its NEON code).
+opus=""
+[ "$mode" != embedded ] && [[ " $kernels " == *" opus "* ]] && opus=yes
+if [ -n "$opus" ]; then
+  echo "BENCH opus_encode_instructions_per_frame$suffix $(instructions opus_encode 50 100) instructions"
+  echo "BENCH opus_decode_instructions_per_frame$suffix $(instructions opus_decode 50 100) instructions"
 fi
 
 # The encoder at the complexities the default was chosen from (issue 18): instructions
 # per second of audio (50 frames of 20 ms), and the speech quality each gives
 # (bench/opus-quality.py: aligned SNR and spectral distortion in 300–7000 Hz; it needs
 # numpy, found in the interop venv of Tests/Interop/setup.sh or the system Python).
-if [ "$mode" = full ] && [[ " $kernels " == *" opus "* ]]; then
+# The quality is measured once, in full mode.
+if [ -n "$opus" ]; then
   for c in ${COMPLEXITIES:-2 5 8 10}; do
-    echo "BENCH opus_c${c}_encode_instructions_per_second $(( $(instructions "opus_encode_c$c" 50 100) * 50 )) instructions"
+    echo "BENCH opus_c${c}_encode_instructions_per_second$suffix $(( $(instructions "opus_encode_c$c" 50 100) * 50 )) instructions"
   done
+fi
+if [ "$mode" = full ] && [[ " $kernels " == *" opus "* ]]; then
   py=""
   if python3 -c 'import numpy' 2>/dev/null; then py=python3
   elif venv=$("$top/Tests/Interop/setup.sh" 2>/dev/null | tail -n 1) && [ -x "$venv" ]; then py=$venv; fi
@@ -86,6 +102,6 @@ if [ "$mode" = full ] && [[ " $kernels " == *" opus "* ]]; then
   else echo "bench/audio.sh: no Python with numpy: opus quality figures skipped" >&2; fi
 fi
 
-read -r _ allocations _ frames < <("$bench" capture_allocations 1100)
+read -r _ allocations _ frames < <(run capture_allocations 1100)
 # Printed as a fraction (%g): one allocation in a thousand frames must not round to 0.
 echo "BENCH capture_allocations_per_frame$suffix $(awk -v a="$allocations" -v f="$frames" 'BEGIN { printf "%g", a / f }') count"
