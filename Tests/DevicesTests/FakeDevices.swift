@@ -14,20 +14,37 @@ final class FakeAir: @unchecked Sendable {
     let start: Int64
     let count: Int
     let samples: UnsafeMutablePointer<Int16>
-    /// Bumped (release) by the speaker after it changes `samples`, loaded (acquire) by
-    /// the microphone before it reads them: the speaker writes an instant long before
-    /// the microphone hears it, and this tells ThreadSanitizer so too.
-    let published = Atomic<Int>(0)
+    /// Held by the speaker while it changes `samples` and by the microphone while it
+    /// reads them. The speaker normally writes an instant long before the microphone
+    /// hears it, but a flush zeroes everything not yet heard, from "now" on: in a slow
+    /// run (ThreadSanitizer) the clock passed the start of that span while it was being
+    /// zeroed and the microphone read what the speaker was writing. Under the lock a
+    /// flush takes "now" when it starts writing, so an instant is either heard before
+    /// the flush or dropped by it. A pthread mutex, which ThreadSanitizer sees (it does
+    /// not see `Synchronization.Mutex`, which waits on a futex of its own).
+    private let mutex: UnsafeMutablePointer<pthread_mutex_t>
 
     init(rate: Int = 48_000, seconds: Int = 30) {
         self.rate = rate
         count = rate * seconds
         samples = .allocate(capacity: count)
         samples.initialize(repeating: 0, count: count)
+        mutex = .allocate(capacity: 1)
+        pthread_mutex_init(mutex, nil)
         start = MonotonicClock.now().nanoseconds
     }
 
-    deinit { samples.deallocate() }
+    deinit {
+        pthread_mutex_destroy(mutex)
+        mutex.deallocate()
+        samples.deallocate()
+    }
+
+    func withSamples<T>(_ body: () -> T) -> T {
+        pthread_mutex_lock(mutex)
+        defer { pthread_mutex_unlock(mutex) }
+        return body()
+    }
 
     /// The frame instant being heard now.
     func index(at nanoseconds: Int64) -> Int { Int((nanoseconds - start) * Int64(rate) / 1_000_000_000) }
@@ -117,8 +134,9 @@ final class FakeSpeaker: PCMDevice, @unchecked Sendable {
             now = air.now
         }
         let src = buffer.assumingMemoryBound(to: Int16.self)
-        for i in 0..<frames where next + i < air.count && next + i >= 0 { air.samples[next + i] = src[i] }
-        air.published.add(1, ordering: .releasing)
+        air.withSamples {
+            for i in 0..<frames where next + i < air.count && next + i >= 0 { air.samples[next + i] = src[i] }
+        }
         if writes.count < writes.capacity { writes.append(next) }
         nextHeard = next + frames
         return frames
@@ -133,16 +151,17 @@ final class FakeSpeaker: PCMDevice, @unchecked Sendable {
     }
 
     func discardPending() -> Int32 {
-        let now = air.now
-        if let next = nextHeard, next > now + latencyFrames {
-            // Never heard: take it out of the air again.
-            for k in (now + latencyFrames)..<min(next, air.count) { air.samples[k] = 0 }
-            air.published.add(1, ordering: .releasing)
-            discarded.store(next - now - latencyFrames, ordering: .relaxed)
-        } else {
-            discarded.store(0, ordering: .relaxed)
+        air.withSamples {
+            let now = air.now
+            if let next = nextHeard, next > now + latencyFrames {
+                // Never heard: take it out of the air again.
+                for k in (now + latencyFrames)..<min(next, air.count) { air.samples[k] = 0 }
+                discarded.store(next - now - latencyFrames, ordering: .relaxed)
+            } else {
+                discarded.store(0, ordering: .relaxed)
+            }
+            discardedAt.store(now, ordering: .releasing)
         }
-        discardedAt.store(now, ordering: .releasing)
         nextHeard = nil
         return 0
     }
@@ -177,11 +196,12 @@ final class FakeMicrophone: PCMDevice, @unchecked Sendable {
         let first = nextRead ?? air.now
         // Digitized at first + frames − 1, readable latencyFrames later.
         if air.now < first + frames + latencyFrames { air.sleep(until: first + frames + latencyFrames) }
-        _ = air.published.load(ordering: .acquiring)
         let dst = buffer.assumingMemoryBound(to: Int16.self)
-        for i in 0..<frames {
-            let k = first + i - acousticDelayFrames
-            dst[i] = k >= 0 && k < air.count ? air.samples[k] : 0
+        air.withSamples {
+            for i in 0..<frames {
+                let k = first + i - acousticDelayFrames
+                dst[i] = k >= 0 && k < air.count ? air.samples[k] : 0
+            }
         }
         nextRead = first + frames
         return frames
