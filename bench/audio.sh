@@ -9,9 +9,10 @@
 #     them (48 kHz mono, 32 kbit/s, FEC, libopus' default complexity), and per second of
 #     encoding at complexities 2, 5, 8 and 10 with the speech quality of each;
 #   - allocation calls per frame on the capture path (a real count, CAllocCounter).
-# Instructions are counted by callgrind (exact and repeatable on a busy machine) inside
-# the per-frame functions only (--toggle-collect), as (I(N2) − I(N1)) / (N2 − N1) so
-# set-up and first-call costs cancel. The test signal is speech-like with pauses and a
+# Instructions are counted by callgrind (exact and repeatable on a busy machine), or for
+# arm64 from qemu-user's logs (bench/qemu-count.py), inside the per-frame functions only
+# (--toggle-collect), as (I(N2) − I(N1)) / (N2 − N1) so set-up and first-call costs
+# cancel. The test signal is speech-like with pauses and a
 # DC offset (bench/LinnetBench/Bench.swift) and repeats every 100 frames (1 s).
 #
 # usage: [KERNELS="hpf agc …"] bench/audio.sh [full|embedded|arm64]   (default: full = full Swift -O;

@@ -60,9 +60,9 @@ elif [ "$mode" = embedded ]; then
   gcc -o "$out/linnet-bench" "$out"/*.o /usr/lib/x86_64-linux-gnu/libopus.a "$spx/lib/liblinnet-speexdsp.a" -lm \
     -L"$toolchain/lib/swift/embedded/x86_64-unknown-linux-gnu" -lswiftUnicodeDataTables
 else
-  # The product's libopus (Debian's arm64 build,
-  # with its NEON code) as the release binary links it.
-  aarch64-linux-gnu-gcc -Wl,-Map,"$out/linnet-bench.map" -o "$out/linnet-bench" "$out"/*.o /usr/lib/aarch64-linux-gnu/libopus.a \
+  # Debian's arm64 libopus (with its NEON code), as the release binary links it. Run
+  # under qemu-user with the cross glibc (-L /usr/aarch64-linux-gnu).
+  aarch64-linux-gnu-gcc -o "$out/linnet-bench" "$out"/*.o /usr/lib/aarch64-linux-gnu/libopus.a \
     "$spx/lib/liblinnet-speexdsp.a" -lm \
     -L"$toolchain/lib/swift/embedded/aarch64-none-none-elf" -lswiftUnicodeDataTables
 fi
