@@ -24,11 +24,7 @@ import SRTP
         let payload = frame(7, tag: 0xC3)
         let timestamp = net.offerer.sender.timestamp
         // The copy-free send: the closure writes the same payload where Opus would.
-        net.offerer.sendAudio(samples: 960, now: net.now) { room in
-            payload.withUnsafeBytes { room.copyMemory(from: $0) }
-            return payload.count
-        }
-        guard case .transmit(var datagram, _, _) = net.offerer.pollOutput() else { Issue.record("nothing sent"); return }
+        guard var datagram = sendInPlace(net.offerer, payload, now: net.now) else { Issue.record("nothing sent"); return }
         #expect(datagram.count == 12 + payload.count + SRTPContext.rtpOverhead)
         let before = datagram
         datagram.withUnsafeMutableBytes {
@@ -62,15 +58,7 @@ import SRTP
         net.run(until: net.now + .seconds(2))
         _ = drainAudio(net.offerer)
         _ = drainAudio(net.answerer)
-        func send(_ tag: UInt8) -> [UInt8]? {
-            let payload = frame(Int(tag), tag: tag)
-            net.offerer.sendAudio(samples: 960, now: net.now) { room in
-                payload.withUnsafeBytes { room.copyMemory(from: $0) }
-                return payload.count
-            }
-            guard case .transmit(let d, _, _) = net.offerer.pollOutput() else { return nil }
-            return d
-        }
+        func send(_ tag: UInt8) -> [UInt8]? { sendInPlace(net.offerer, frame(Int(tag), tag: tag), now: net.now) }
         func receive(_ datagram: [UInt8]) -> [UInt8]? {
             var d = datagram
             d.withUnsafeMutableBytes { net.answerer.handleInput($0, from: net.offererAddress, local: net.answererAddress, now: net.now) }
@@ -115,12 +103,9 @@ import SRTP
         let pool = net.answerer.payloadPool.count
         var datagrams: [[UInt8]] = []
         for i in 0..<(pool + 2) {
-            let payload = frame(i, tag: UInt8(truncatingIfNeeded: i))
-            net.offerer.sendAudio(samples: 960, now: net.now) { room in
-                payload.withUnsafeBytes { room.copyMemory(from: $0) }
-                return payload.count
+            guard let d = sendInPlace(net.offerer, frame(i, tag: UInt8(truncatingIfNeeded: i)), now: net.now) else {
+                Issue.record("nothing sent"); return
             }
-            guard case .transmit(let d, _, _) = net.offerer.pollOutput() else { Issue.record("nothing sent"); return }
             datagrams.append(d)
         }
         // Delivers datagram `i` and returns its payload and the allocation calls made.
@@ -151,6 +136,17 @@ import SRTP
         }
         #expect(held == frame(1, tag: 1))
     }
+}
+
+/// Sends `payload` as one frame the copy-free way (the closure writes it where Opus
+/// would) and returns the datagram the peer queued for it, or nil.
+func sendInPlace(_ peer: Peer, _ payload: [UInt8], now: Instant) -> [UInt8]? {
+    peer.sendAudio(samples: 960, now: now) { room in
+        payload.withUnsafeBytes { room.copyMemory(from: $0) }
+        return payload.count
+    }
+    guard case .transmit(let d, _, _) = peer.pollOutput() else { return nil }
+    return d
 }
 
 /// Every `.audio` event the peer has queued, the rest of its output drained.
