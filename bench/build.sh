@@ -60,9 +60,11 @@ elif [ "$mode" = embedded ]; then
   gcc -o "$out/linnet-bench" "$out"/*.o /usr/lib/x86_64-linux-gnu/libopus.a "$spx/lib/liblinnet-speexdsp.a" -lm \
     -L"$toolchain/lib/swift/embedded/x86_64-unknown-linux-gnu" -lswiftUnicodeDataTables
 else
-  # Debian's arm64 libopus (with its NEON code), as the release binary links it. Run
-  # under qemu-user with the cross glibc (-L /usr/aarch64-linux-gnu).
-  aarch64-linux-gnu-gcc -o "$out/linnet-bench" "$out"/*.o /usr/lib/aarch64-linux-gnu/libopus.a \
+  # The arm64 libopus the release binary links (scripts/build-opus.sh); OPUS_A=<path>
+  # measures another build of it. Run under qemu-user with the cross glibc
+  # (-L /usr/aarch64-linux-gnu).
+  [ -n "${OPUS_A:-}" ] || scripts/build-opus.sh >/dev/null
+  aarch64-linux-gnu-gcc -o "$out/linnet-bench" "$out"/*.o "${OPUS_A:-$top/build/third_party/arm64/lib/libopus.a}" \
     "$spx/lib/liblinnet-speexdsp.a" -lm \
     -L"$toolchain/lib/swift/embedded/aarch64-none-none-elf" -lswiftUnicodeDataTables
 fi

@@ -46,13 +46,16 @@ esac
 # libsrtp and mbedtls from Debian's source packages (mbedtls configured for Linnet:
 # scripts/mbedtls/config.h); their headers come first on the include path.
 scripts/build-libsrtp.sh "$arch"
-# Debian's libopus.a and libgpiod.a without their unwind tables (.eh_frame, ~20 kB in
-# the binary), as mbedtls and libsrtp are built: nothing unwinds through these C
-# frames (no C++, no pthread_cancel; Swift traps abort without unwinding, and the
-# Swift objects carry no unwind tables either). What a crash loses: gdb's backtrace
-# from a core dump relies on prologue analysis inside these libraries and may stop
-# early there.
-for lib in libopus libgpiod; do
+# Debian's libgpiod.a (and on x86 its libopus.a) without their unwind tables
+# (.eh_frame, ~20 kB in the binary), as mbedtls and libsrtp are built: nothing unwinds
+# through these C frames (no C++, no pthread_cancel; Swift traps abort without
+# unwinding, and the Swift objects carry no unwind tables either). What a crash loses:
+# gdb's backtrace from a core dump relies on prologue analysis inside these libraries
+# and may stop early there. libopus for arm64 is built from Debian's source package,
+# for what Linnet uses (scripts/build-opus.sh).
+copied=(libgpiod)
+if [ "$arch" = arm64 ]; then scripts/build-opus.sh; else copied+=(libopus); fi
+for lib in "${copied[@]}"; do
   if [ ! "$srtp/lib/$lib.a" -nt "$libdir/$lib.a" ]; then
     "$objcopy" -R .eh_frame -R .rela.eh_frame "$libdir/$lib.a" "$srtp/lib/$lib.a"
   fi
