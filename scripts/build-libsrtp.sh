@@ -17,7 +17,7 @@ out=$top/build/third_party/$arch
 "$top/scripts/build-mbedtls.sh" "$arch"
 # Rebuilt when mbedtls (its config decides the structure layouts) or this script changed.
 lib=$out/lib/libsrtp2.a
-if [ -f "$lib" ] && [ "$lib" -nt "$out/lib/libmbedcrypto.a" ] && [ "$lib" -nt "$0" ]; then exit 0; fi
+if [ -f "$lib" ] && [ "$lib" -nt "$out/lib/libmbedcrypto.a" ] && [ "$lib" -nt "$0" ] && [ "$lib" -nt "$top/scripts/clang-lto.sh" ]; then exit 0; fi
 src=$top/build/third_party/src
 mkdir -p "$src"
 # The source tree is shared by both architectures, whose builds may run side by side
@@ -32,14 +32,16 @@ bld=$top/build/third_party/build-$arch
 rm -rf "$bld"; mkdir -p "$bld"
 extra=(-DMBEDTLS_LIBRARY="$out/lib/libmbedtls.a" -DMBEDX509_LIBRARY="$out/lib/libmbedx509.a"
        -DMBEDCRYPTO_LIBRARY="$out/lib/libmbedcrypto.a" -DMBEDTLS_INCLUDE_DIRS="$out/include")
-if [ "$arch" = arm64 ]; then
-  extra+=(-DCMAKE_SYSTEM_NAME=Linux -DCMAKE_SYSTEM_PROCESSOR=aarch64
-          -DCMAKE_C_COMPILER=aarch64-linux-gnu-gcc)
-fi
+# Bitcode for the release link's LTO, by the toolchain's clang at -Oz, as mbedtls
+# (scripts/clang-lto.sh).
+. "$top/scripts/clang-lto.sh"
+extra+=("${lto_cmake[@]}")
 cmake -S "$src/libsrtp2-2.5.0" -B "$bld" -DCMAKE_BUILD_TYPE=MinSizeRel \
   -DENABLE_MBEDTLS=ON -DBUILD_SHARED_LIBS=OFF -DLIBSRTP_TEST_APPS=OFF \
-  -DCMAKE_POSITION_INDEPENDENT_CODE=ON -DCMAKE_C_FLAGS="-ffunction-sections -fdata-sections -fno-asynchronous-unwind-tables -fno-unwind-tables -I$out/include" \
+  -DCMAKE_POSITION_INDEPENDENT_CODE=ON -DCMAKE_C_FLAGS="$lto_flags -I$out/include" \
   -DCMAKE_INSTALL_PREFIX="$out" "${extra[@]}" >"$bld.log" 2>&1 || { cat "$bld.log"; exit 1; }
-cmake --build "$bld" -j"$(nproc)" >>"$bld.log" 2>&1 || { tail -40 "$bld.log"; exit 1; }
+# Only the library: its test drivers (built even without LIBSRTP_TEST_APPS) are not
+# linked from bitcode here.
+cmake --build "$bld" --target srtp2 -j"$(nproc)" >>"$bld.log" 2>&1 || { tail -40 "$bld.log"; exit 1; }
 cmake --install "$bld" >>"$bld.log" 2>&1
 echo "libsrtp2 (mbedtls crypto) for $arch → $out"

@@ -7,9 +7,10 @@
 # Why: Debian's libmbedtls.a enables every cipher, curve, key exchange, protocol
 # version, the debug module and the self-tests; with --gc-sections the release binary
 # still kept ~500 kB of it, mostly reached through tables (cipher and suite lists, the
-# md and pk dispatch) that the linker cannot prune. Built with -Os, without
-# asynchronous unwind tables (nothing unwinds through C frames here: Swift traps do
-# not unwind and there is no C++), and with function sections.
+# md and pk dispatch) that the linker cannot prune. Compiled to bitcode at -Oz for the
+# release link's LTO (scripts/clang-lto.sh), without asynchronous unwind tables
+# (nothing unwinds through C frames here: Swift traps do not unwind and there is no
+# C++), and with function sections.
 #
 # usage: scripts/build-mbedtls.sh host|arm64   → build/third_party/<arch>/{include,lib}
 # The installed include/mbedtls/config.h is scripts/mbedtls/config.h, so every
@@ -22,7 +23,7 @@ out=$top/build/third_party/$arch
 config=$top/scripts/mbedtls/config.h
 stamp=$out/lib/libmbedcrypto.a
 # Rebuilt when the config or this script changed since the last build.
-if [ -f "$stamp" ] && [ "$stamp" -nt "$config" ] && [ "$stamp" -nt "$0" ]; then exit 0; fi
+if [ -f "$stamp" ] && [ "$stamp" -nt "$config" ] && [ "$stamp" -nt "$0" ] && [ "$stamp" -nt "$top/scripts/clang-lto.sh" ]; then exit 0; fi
 src=$top/build/third_party/src
 mkdir -p "$src"
 version=2.28.3
@@ -42,17 +43,13 @@ fi
 flock -u 9
 bld=$top/build/third_party/build-mbedtls-$arch
 rm -rf "$bld"; mkdir -p "$bld"
-extra=()
-if [ "$arch" = arm64 ]; then
-  extra=(-DCMAKE_SYSTEM_NAME=Linux -DCMAKE_SYSTEM_PROCESSOR=aarch64
-         -DCMAKE_C_COMPILER=aarch64-linux-gnu-gcc)
-fi
+# Bitcode for the release link's LTO, by the toolchain's clang at -Oz (clang-lto.sh).
+. "$top/scripts/clang-lto.sh"
 cmake -S "$src/mbedtls-$version" -B "$bld" -DCMAKE_BUILD_TYPE=MinSizeRel \
   -DENABLE_TESTING=OFF -DENABLE_PROGRAMS=OFF -DUSE_SHARED_MBEDTLS_LIBRARY=OFF \
   -DUSE_STATIC_MBEDTLS_LIBRARY=ON -DMBEDTLS_FATAL_WARNINGS=OFF -DLINK_WITH_PTHREAD=OFF \
-  -DCMAKE_POSITION_INDEPENDENT_CODE=ON \
-  -DCMAKE_C_FLAGS="-ffunction-sections -fdata-sections -fno-asynchronous-unwind-tables -fno-unwind-tables" \
-  -DCMAKE_INSTALL_PREFIX="$out" "${extra[@]}" >"$bld.log" 2>&1 || { cat "$bld.log"; exit 1; }
+  -DCMAKE_POSITION_INDEPENDENT_CODE=ON -DCMAKE_C_FLAGS="$lto_flags" \
+  -DCMAKE_INSTALL_PREFIX="$out" "${lto_cmake[@]}" >"$bld.log" 2>&1 || { cat "$bld.log"; exit 1; }
 cmake --build "$bld" -j"$(nproc)" >>"$bld.log" 2>&1 || { tail -40 "$bld.log"; exit 1; }
 rm -rf "$out/include/mbedtls"
 cmake --install "$bld" >>"$bld.log" 2>&1

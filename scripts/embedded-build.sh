@@ -179,7 +179,11 @@ lto=(-Wl,-mllvm,-machine-outliner-reruns=2)
 # of the Swift toolchain's bin shadows the cross binutils.
 mkdir -p "$out/lld"
 ln -sf "$toolchain/bin/ld.lld" "$out/lld/ld.lld"
-"$cc" -B"$out/lld" -fuse-ld=lld -Wl,-z,pack-relative-relocs -Wl,--icf=safe -Wl,-z,now \
+# -static-libgcc: code generation after LTO can call libgcc's helpers that no input
+# asked for before it (mbedtls' bignum division by a 128-bit integer, __udivti3); gcc's
+# default link would then take them from libgcc_s.so, a dependency the release binary
+# must not have (scripts/check-needed.sh). They come from libgcc.a instead.
+"$cc" -B"$out/lld" -fuse-ld=lld -static-libgcc -Wl,-z,pack-relative-relocs -Wl,--icf=safe -Wl,-z,now \
   "${lto[@]}" -o "$out/linnet" "$out"/obj/*.bc \
   "$srtp/lib/libsrtp2.a" "$speex/lib/liblinnet-speexdsp.a" "$srtp/lib/libopus.a" "$srtp/lib/libgpiod.a" \
   "$srtp/lib/libmbedtls.a" "$srtp/lib/libmbedx509.a" "$srtp/lib/libmbedcrypto.a" \

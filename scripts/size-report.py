@@ -2,12 +2,33 @@
 """What each input adds to the linked binary, from lld's map file: the sizes of the
 allocated sections kept after --gc-sections, summed by archive (C libraries) or Swift
 module (from the mangled name of each section's symbol; lld's LTO generates every
-module's bitcode as one object, named after the output with .lto.o). Usage: size-report.py build/arm64/linnet.map"""
+module's bitcode as one object, named after the output with .lto.o).
+Usage: size-report.py build/arm64/linnet.map [LIB.a …]
+The C libraries compiled to bitcode (scripts/clang-lto.sh) are generated into that same
+object; each LIB.a named is read with llvm-nm, and a section of the object whose symbol
+one of them defines counts for it."""
+import os
 import re
+import shutil
+import subprocess
 import sys
 from collections import defaultdict
 
 totals = defaultdict(int)
+
+# Symbol → library, for the bitcode archives named after the map.
+c_symbol = {}
+# The Swift toolchain's llvm-nm: it reads the bitcode its clang wrote (an llvm-nm of
+# Debian's older LLVM on the PATH does not).
+swiftc = shutil.which("swiftc") or "/opt/swift/usr/bin/swiftc"
+nm = os.path.join(os.path.dirname(os.path.realpath(swiftc)), "llvm-nm")
+for archive in sys.argv[2:]:
+    lib = re.sub(r"\.a$", "", os.path.basename(archive))
+    listing = subprocess.run([nm, "--defined-only", "--format=just-symbols", archive],
+                             capture_output=True, text=True, check=True).stdout
+    for symbol in listing.split():
+        if not symbol.endswith(":"):
+            c_symbol.setdefault(symbol, lib)
 
 
 def swift_module(section):
@@ -44,8 +65,11 @@ with open(sys.argv[1]) as f:
         if a:
             key = "lib" + a.group(1)
         elif origin.endswith(".lto.o"):
-            # the Swift modules' bitcode, generated as one object by lld's LTO
-            key = "swift:" + swift_module(name)
+            # the Swift modules' bitcode and the C libraries compiled to bitcode,
+            # generated as one object by lld's LTO (a section per function or global,
+            # named after it: .text.<symbol>, .rodata.<symbol>…)
+            symbol = re.sub(r"^\.(text|rodata|data\.rel\.ro|data|bss)\.", "", name)
+            key = c_symbol[symbol] if symbol in c_symbol else "swift:" + swift_module(name)
         elif origin == "<internal>":
             # lld merges every input's mergeable constants and strings into one section
             key = "merged constants and strings (all inputs)"
