@@ -8,8 +8,9 @@
 #   CPU Debian's arm64 runs on, so the C fallbacks and the dispatch tables Debian's
 #   build keeps beside the NEON code are never used. The NEON functions are the same
 #   ones, so the packets are the ones Debian's library gives on a Pi;
-# - one section per function and per object, so --gc-sections drops what Linnet does
-#   not call (the multistream and projection APIs, the encoder's unused controls);
+# - one section per function and per global, so --gc-sections also drops the functions
+#   Linnet never reaches inside the objects it does use (Debian's archive could only
+#   be pruned an object at a time);
 # - no unwind tables, as the other C libraries of the release build (embedded-build.sh
 #   says what a crash loses);
 # - -O2, as Debian builds it: Opus is nearly all of a call's instructions. -Os took
