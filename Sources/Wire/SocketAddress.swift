@@ -76,10 +76,11 @@ public enum IPAddress: Hashable, Sendable, CustomStringConvertible {
 
     /// Parses dotted IPv4 (`192.0.2.1`) or IPv6 text (`2001:db8::1`, `::ffff:192.0.2.1`).
     /// A `%scope` suffix on IPv6 is accepted and dropped (see `SocketAddress` for scopes).
+    /// Address text is ASCII: searched and split as bytes (Text.swift).
     public init?(_ text: String) {
         var t = Substring(text)
-        if let percent = t.firstIndex(of: "%") { t = t[..<percent] }
-        if t.contains(":") {
+        if let percent = t.firstIndex(ofByte: UInt8(ascii: "%")) { t = t.bytes(from: t.startIndex, to: percent) }
+        if t.containsByte(UInt8(ascii: ":")) {
             guard let a = IPAddress.parseV6(t) else { return nil }
             self = a
         } else {
@@ -91,10 +92,10 @@ public enum IPAddress: Hashable, Sendable, CustomStringConvertible {
     static func parseV4(_ t: Substring) -> UInt32? {
         var value: UInt32 = 0
         var parts = 0
-        for part in t.split(separator: ".", omittingEmptySubsequences: false) {
-            guard !part.isEmpty, part.count <= 3, let n = UInt32(part), n <= 255 else { return nil }
+        for part in t.split(byte: UInt8(ascii: "."), omittingEmptySubsequences: false) {
+            guard !part.isEmpty, part.utf8.count <= 3, let n = UInt32(part), n <= 255 else { return nil }
             // Leading zeros are ambiguous (octal in inet_aton): refuse them.
-            if part.count > 1 && part.first == "0" { return nil }
+            if part.utf8.count > 1 && part.utf8.first == UInt8(ascii: "0") { return nil }
             value = value << 8 | n
             parts += 1
         }
@@ -107,14 +108,14 @@ public enum IPAddress: Hashable, Sendable, CustomStringConvertible {
         func groups(_ s: Substring, allowV4: Bool) -> [UInt16]? {
             if s.isEmpty { return [] }
             var out: [UInt16] = []
-            let parts = s.split(separator: ":", omittingEmptySubsequences: false)
+            let parts = s.split(byte: UInt8(ascii: ":"), omittingEmptySubsequences: false)
             for (i, part) in parts.enumerated() {
-                if allowV4 && i == parts.count - 1 && part.contains(".") {
+                if allowV4 && i == parts.count - 1 && part.containsByte(UInt8(ascii: ".")) {
                     guard let v4 = parseV4(part) else { return nil }
                     out.append(UInt16(truncatingIfNeeded: v4 >> 16))
                     out.append(UInt16(truncatingIfNeeded: v4))
                 } else {
-                    guard !part.isEmpty, part.count <= 4, let g = UInt16(part, radix: 16) else { return nil }
+                    guard !part.isEmpty, part.utf8.count <= 4, let g = UInt16(part, radix: 16) else { return nil }
                     out.append(g)
                 }
             }
@@ -122,8 +123,8 @@ public enum IPAddress: Hashable, Sendable, CustomStringConvertible {
         }
         var all: [UInt16]
         if let gap = doubleColon(t) {
-            let head = t[..<gap]
-            let tail = t[t.index(gap, offsetBy: 2)...]
+            let head = t.bytes(from: t.startIndex, to: gap)
+            let tail = t.bytes(from: t.utf8.index(gap, offsetBy: 2), to: t.endIndex)
             guard doubleColon(tail) == nil, let h = groups(head, allowV4: false),
                   let tl = groups(tail, allowV4: true), h.count + tl.count <= 7 else { return nil }
             all = h + [UInt16](repeating: 0, count: 8 - h.count - tl.count) + tl
@@ -139,10 +140,11 @@ public enum IPAddress: Hashable, Sendable, CustomStringConvertible {
     }
 
     static func doubleColon(_ s: Substring) -> Substring.Index? {
-        var i = s.startIndex
-        while i < s.endIndex {
-            let next = s.index(after: i)
-            if s[i] == ":" && next < s.endIndex && s[next] == ":" { return i }
+        let bytes = s.utf8, colon = UInt8(ascii: ":")
+        var i = bytes.startIndex
+        while i < bytes.endIndex {
+            let next = bytes.index(after: i)
+            if bytes[i] == colon && next < bytes.endIndex && bytes[next] == colon { return i }
             i = next
         }
         return nil
@@ -180,13 +182,29 @@ public enum IPAddress: Hashable, Sendable, CustomStringConvertible {
                     k += bestLength
                     continue
                 }
-                if !out.isEmpty && !out.hasSuffix(":") { out += ":" }
+                if !out.isEmpty && out.utf8.last != UInt8(ascii: ":") { out += ":" }
                 out += String(groups[k], radix: 16)
                 k += 1
             }
             return out
         }
     }
+}
+
+/// `host:port` or `[IPv6]:port` cut at its delimiters, as bytes (an IPv6 literal goes in
+/// brackets, RFC 3986 §3.2.2); nil when the form is not one of these. The parts
+/// themselves are not checked.
+public func splitHostPort(_ text: Substring) -> (host: Substring, port: Substring)? {
+    if text.startsWithBytes("[") {
+        guard let close = text.firstIndex(ofByte: UInt8(ascii: "]")) else { return nil }
+        let rest = text.bytes(from: text.utf8.index(after: close), to: text.endIndex)
+        guard rest.startsWithBytes(":") else { return nil }
+        return (text.bytes(from: text.utf8.index(after: text.startIndex), to: close), Substring(rest.utf8.dropFirst()))
+    }
+    guard let colon = text.lastIndex(ofByte: UInt8(ascii: ":")) else { return nil }
+    let host = text.bytes(from: text.startIndex, to: colon)
+    guard !host.containsByte(UInt8(ascii: ":")) else { return nil }
+    return (host, text.bytes(from: text.utf8.index(after: colon), to: text.endIndex))
 }
 
 /// An IP address with a UDP or TCP port (and, for link-local IPv6, an interface index).
@@ -203,28 +221,15 @@ public struct SocketAddress: Hashable, Sendable, CustomStringConvertible {
     }
 
     /// Parses `192.0.2.1:3478`, `[2001:db8::1]:3478` or `[fe80::1%2]:5000`
-    /// (a numeric scope only: names need the system).
+    /// (a numeric scope only: names need the system). The delimiters are ASCII bytes.
     public init?(_ text: String) {
-        var host: Substring
-        var portText: Substring
-        if text.hasPrefix("[") {
-            guard let close = text.firstIndex(of: "]") else { return nil }
-            host = text[text.index(after: text.startIndex)..<close]
-            let rest = text[text.index(after: close)...]
-            guard rest.hasPrefix(":") else { return nil }
-            portText = rest.dropFirst()
-        } else {
-            guard let colon = text.lastIndex(of: ":") else { return nil }
-            host = text[..<colon]
-            guard !host.contains(":") else { return nil }
-            portText = text[text.index(after: colon)...]
-        }
-        guard let port = UInt16(portText) else { return nil }
+        guard let parts = splitHostPort(Substring(text)), let port = UInt16(parts.port) else { return nil }
+        var host = parts.host
         var scope: UInt32 = 0
-        if let percent = host.firstIndex(of: "%") {
-            guard let s = UInt32(host[host.index(after: percent)...]) else { return nil }
+        if let percent = host.firstIndex(ofByte: UInt8(ascii: "%")) {
+            guard let s = UInt32(host.bytes(from: host.utf8.index(after: percent), to: host.endIndex)) else { return nil }
             scope = s
-            host = host[..<percent]
+            host = host.bytes(from: host.startIndex, to: percent)
         }
         guard let ip = IPAddress(String(host)) else { return nil }
         self.init(ip: ip, port: port, scopeID: scope)

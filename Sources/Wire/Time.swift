@@ -69,6 +69,6 @@ func decimal(_ value: Int64, places: Int) -> String {
     for _ in 0..<places { scale &*= 10 }
     let whole = value / scale
     var frac = String(value % scale)
-    while frac.count < places { frac = "0" + frac }
+    while frac.utf8.count < places { frac = "0" + frac }
     return String(whole) + "." + frac
 }
