@@ -781,7 +781,9 @@ public final class AgentCore {
 
     func channelOpened(_ s: SessionMachine, channel: UInt16, label: String) {
         record("channel", [("event", "open"), ("label", .string(label)), ("id", .number(JSONNumber(Int(channel))))])
-        if s.id == activeID, label == settings.eventsChannel {
+        // A channel's label is matched as its bytes (RFC 8832 §5.1: a UTF-8 string, as
+        // the peer sent it).
+        if s.id == activeID, label.bytesEqual(settings.eventsChannel) {
             conversation.channelOpened(now: now)
             drainConversation()
         }
@@ -790,7 +792,7 @@ public final class AgentCore {
     func message(_ s: SessionMachine, label: String, text: String?, binary: [UInt8]?) {
         if let text {
             record("message", [("label", .string(label)), ("text", .string(text))])
-            if s.id == activeID, label == settings.eventsChannel {
+            if s.id == activeID, label.bytesEqual(settings.eventsChannel) {
                 conversation.received(text: text, now: now)
                 drainConversation()
             }
@@ -831,7 +833,8 @@ public final class AgentCore {
             writeStatus()
         case .providerError(let code, _, _):
             // Cancelling a response that had just finished is a race nobody can avoid.
-            log(code == "response_cancel_not_active" ? .debug : .warning, e.description)
+            // The code is a JSON string, compared as its bytes (RFC 8259 §8.3).
+            log(bytesEqual(code, "response_cancel_not_active") ? .debug : .warning, e.description)
         case .sessionExpired:
             log(.info, e.description)
             // The provider's limit came before our rollover: replace the session now.

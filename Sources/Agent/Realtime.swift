@@ -726,16 +726,18 @@ public struct RealtimeConversation: Sendable {
 
     // MARK: Server events
 
+    /// Event types, ids and codes are JSON strings, matched as their bytes (RFC 8259
+    /// §8.3): the `switch` through Wire's `~=`, the rest with `bytesEqual`/`sameText`.
     private mutating func handle(type: String, event: JSONValue) {
         switch type {
         case "session.created", "session.updated":
             isSessionReady = true
-            emit(.sessionReady(updated: type == "session.updated"))
+            emit(.sessionReady(updated: type.bytesEqual("session.updated")))
             if !expiresReported, let at = event["session"]?["expires_at"]?.int64, at > 0 {
                 expiresReported = true
                 emit(.expires(at: at))
             }
-            if type == "session.updated" {
+            if type.bytesEqual("session.updated") {
                 checkTurnDetection(event)
                 updatesConfirmed += 1
                 if updatesConfirmed >= updatesSent { configured() }
@@ -762,12 +764,12 @@ public struct RealtimeConversation: Sendable {
                 return
             }
             currentResponseID = id
-            if id == nil || id != cancelledResponseID { setSpeaking(response: true, audio: audioPlaying) }
+            if id == nil || !bytesEqual(id, cancelledResponseID) { setSpeaking(response: true, audio: audioPlaying) }
         case "response.done":
             handleResponseDone(event)
         case "output_audio_buffer.started":
             let id = event["response_id"]?.string
-            if id != nil && id == cancelledResponseID { return }  // late, we already stopped it
+            if id != nil && bytesEqual(id, cancelledResponseID) { return }  // late, we already stopped it
             setSpeaking(response: responseActive, audio: true)
         case "output_audio_buffer.stopped":
             setSpeaking(response: responseActive, audio: false)
@@ -785,7 +787,7 @@ public struct RealtimeConversation: Sendable {
         case "conversation.item.input_audio_transcription.completed":
             transcriptDone(event, role: .user, type: type, field: "transcript")
         case "conversation.item.input_audio_transcription.failed":
-            if let item = event["item_id"]?.string, let i = ordered.firstIndex(where: { $0.role == .user && $0.itemID == item }) {
+            if let item = event["item_id"]?.string, let i = ordered.firstIndex(where: { $0.role == .user && $0.itemID.bytesEqual(item) }) {
                 ordered[i].text = ""  // nothing to say for it: the lines behind it go on
                 flushOrdered()
             }
@@ -834,22 +836,22 @@ public struct RealtimeConversation: Sendable {
         let message = error["message"]?.string ?? ""
         var clientEvent: String? = nil
         if let id = error["event_id"]?.string {
-            clientEvent = recentSent.last(where: { $0.id == id })?.type
+            clientEvent = recentSent.last(where: { $0.id.bytesEqual(id) })?.type
         }
         emit(.providerError(code: code, message: message, clientEvent: clientEvent))
-        if clientEvent == "response.create" {
+        if bytesEqual(clientEvent, "response.create") {
             // No response will come of it.
             responseRequested = false
             ignoreNextResponse = false
             // Another response is still open (a cancelled one not yet done): ask
             // again when it is, or the user's turn is never answered.
-            if code == "conversation_already_has_active_response" && !isTalking { createHeld = true }
+            if bytesEqual(code, "conversation_already_has_active_response") && !isTalking { createHeld = true }
         }
-        if clientEvent == "input_audio_buffer.commit", let id = error["event_id"]?.string {
+        if bytesEqual(clientEvent, "input_audio_buffer.commit"), let id = error["event_id"]?.string {
             // The commit failed (too little audio, …): no response for the old context.
-            pendingCommits.removeAll { $0.id == id }
+            pendingCommits.removeAll { $0.id.bytesEqual(id) }
         }
-        if code == "session_expired" {
+        if bytesEqual(code, "session_expired") {
             emit(.sessionExpired(message: message))
         }
     }
@@ -860,7 +862,7 @@ public struct RealtimeConversation: Sendable {
         // response cancelled before its transcript's done event).
         if let output = response?["output"]?.array {
             for item in output {
-                guard item["role"]?.string == "assistant", let id = item["id"]?.string else { continue }
+                guard bytesEqual(item["role"]?.string, "assistant"), let id = item["id"]?.string else { continue }
                 var said = ""
                 for part in item["content"]?.array ?? [] {
                     if let t = part["transcript"]?.string ?? part["text"]?.string { said += t }
@@ -871,20 +873,20 @@ public struct RealtimeConversation: Sendable {
         // What a response said before it was cancelled or cut short, when its items'
         // transcripts did not come with it.
         if let id = response?["id"]?.string {
-            let pending = openTranscripts.filter { $0.role == .assistant && $0.responseID == id }
+            let pending = openTranscripts.filter { $0.role == .assistant && bytesEqual($0.responseID, id) }
             for t in pending { finish(role: .assistant, itemID: t.itemID, text: nil) }
         }
-        if response?["status"]?.string == "failed" {
+        if bytesEqual(response?["status"]?.string, "failed") {
             let error = response?["status_details"]?["error"]
             emit(.providerError(code: error?["code"]?.string ?? "response_failed",
                                 message: error?["message"]?.string ?? "the response failed", clientEvent: nil))
         }
         let id = response?["id"]?.string
         // A done for an older response than the current one leaves the current one on.
-        if id == nil || currentResponseID == nil || id == currentResponseID {
+        if id == nil || currentResponseID == nil || bytesEqual(id, currentResponseID) {
             setSpeaking(response: false, audio: audioPlaying)
         }
-        if id == nil || currentResponseID == nil || id == currentResponseID || id == cancelledResponseID {
+        if id == nil || currentResponseID == nil || bytesEqual(id, currentResponseID) || bytesEqual(id, cancelledResponseID) {
             serverResponseOpen = false
             if createHeld && !responseRequested {
                 createHeld = false
@@ -904,13 +906,13 @@ public struct RealtimeConversation: Sendable {
         // Only where user transcripts will come (a transcription model is set), or a
         // line would wait for nothing.
         guard settings.transcriptionModel != nil, let item = event["item_id"]?.string, !item.isEmpty,
-              !finishedItems.contains(item), !ordered.contains(where: { $0.itemID == item }) else { return }
+              !finishedItems.containsBytes(equalTo: item), !ordered.contains(where: { $0.itemID.bytesEqual(item) }) else { return }
         if ordered.count >= Self.maxOrderedLines {
             ordered[0].text = ordered[0].text ?? ""
             flushOrdered()
         }
         let line = OrderedLine(role: .user, itemID: item, text: nil, since: now)
-        if let previous = event["previous_item_id"]?.string, let i = ordered.firstIndex(where: { $0.itemID == previous }) {
+        if let previous = event["previous_item_id"]?.string, let i = ordered.firstIndex(where: { $0.itemID.bytesEqual(previous) }) {
             ordered.insert(line, at: i + 1)
         } else {
             ordered.append(line)
@@ -928,9 +930,9 @@ public struct RealtimeConversation: Sendable {
             return
         }
         let itemID = event["item_id"]?.string ?? ""
-        if finishedItems.contains(itemID) && !itemID.isEmpty { return }
+        if finishedItems.containsBytes(equalTo: itemID) && !itemID.isEmpty { return }
         let index: Int
-        if let i = openTranscripts.firstIndex(where: { $0.role == role && $0.itemID == itemID }) {
+        if let i = openTranscripts.firstIndex(where: { $0.role == role && $0.itemID.bytesEqual(itemID) }) {
             index = i
         } else {
             if openTranscripts.count >= Self.maxOpenTranscripts { openTranscripts.removeFirst() }
@@ -959,9 +961,9 @@ public struct RealtimeConversation: Sendable {
 
     /// The one final line of an item: `text` when given, else what its deltas said.
     private mutating func finish(role: RealtimeRole, itemID: String, text: String?) {
-        if !itemID.isEmpty && finishedItems.contains(itemID) { return }
+        if !itemID.isEmpty && finishedItems.containsBytes(equalTo: itemID) { return }
         var line = text
-        if let i = openTranscripts.firstIndex(where: { $0.role == role && $0.itemID == itemID }) {
+        if let i = openTranscripts.firstIndex(where: { $0.role == role && $0.itemID.bytesEqual(itemID) }) {
             if line == nil { line = openTranscripts[i].text }
             openTranscripts.remove(at: i)
         }
@@ -973,7 +975,7 @@ public struct RealtimeConversation: Sendable {
         }
         guard capped.utf8.contains(where: { $0 > 32 }) else {
             // Empty or blank: no line, but a user item waiting for it is done.
-            if role == .user, let i = ordered.firstIndex(where: { $0.role == .user && $0.itemID == itemID && $0.text == nil }) {
+            if role == .user, let i = ordered.firstIndex(where: { $0.role == .user && $0.itemID.bytesEqual(itemID) && $0.text == nil }) {
                 ordered[i].text = ""
                 flushOrdered()
             }
@@ -984,7 +986,7 @@ public struct RealtimeConversation: Sendable {
 
     /// A final line takes its place: a user item's own, else after everything so far.
     private mutating func finalLine(role: RealtimeRole, text: String, itemID: String) {
-        if role == .user, !itemID.isEmpty, let i = ordered.firstIndex(where: { $0.role == .user && $0.itemID == itemID && $0.text == nil }) {
+        if role == .user, !itemID.isEmpty, let i = ordered.firstIndex(where: { $0.role == .user && $0.itemID.bytesEqual(itemID) && $0.text == nil }) {
             ordered[i].text = text
         } else if ordered.isEmpty {
             emit(.transcript(role: role, text: text, final: true, itemID: itemID))
@@ -1030,7 +1032,7 @@ public struct RealtimeConversation: Sendable {
         var object = JSONObject()
         object["type"] = .string(type)
         object["event_id"] = .string(id)
-        for member in event.object ?? JSONObject() where member.key != "type" {
+        for member in event.object ?? JSONObject() where !member.key.bytesEqual("type") {
             object[member.key] = member.value
         }
         if recentSent.count >= 16 { recentSent.removeFirst() }

@@ -1,3 +1,5 @@
+import Wire
+
 /// How a push-to-talk button gates the microphone: the `ptt-mode` setting, and the mode
 /// the button logic in Devices runs in. One type for both, here beside `MuteGate` (what
 /// the button drives), because the pure Settings module and the IO module Devices both
@@ -19,6 +21,17 @@ public enum PTTMode: String, Sendable, Equatable, CaseIterable {
 public enum GPIOLine: Sendable, Equatable, CustomStringConvertible {
     case name(String)
     case chip(String, offset: Int)
+
+    /// Names compare byte for byte, as the kernel and libgpiod compare line and chip
+    /// names (strcmp); the derived `==` would compare them as Unicode text, which links
+    /// the standard library's normalisation tables (Wire/Text.swift).
+    public static func == (a: GPIOLine, b: GPIOLine) -> Bool {
+        switch (a, b) {
+        case (.name(let x), .name(let y)): return x.bytesEqual(y)
+        case (.chip(let x, let i), .chip(let y, let j)): return i == j && x.bytesEqual(y)
+        default: return false
+        }
+    }
 
     /// As the config spells it: `GPIO17` or `gpiochip0:17`.
     public var description: String {

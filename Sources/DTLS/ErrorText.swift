@@ -2,12 +2,14 @@
 // in words that say what happened and what to look at, the code kept in parentheses
 // for a search or a bug report. Codes without words keep mbedtls' own text.
 import CMbedTLS
+import Wire
 
 extension DTLSError {
     /// "DTLS handshake: <words> (-0x7980)", or "<call>: <mbedtls text> (-0x…)".
     static func describe(call: String, code: Int32) -> String {
         let hex = "-0x" + String(UInt32(bitPattern: 0 &- code), radix: 16)
-        let handshake = call == "handshake"
+        // `call` is one of our own ASCII labels: matched as bytes (Wire/Text.swift).
+        let handshake = call.bytesEqual("handshake")
         guard let words = words(code, handshake: handshake) else { return "\(call): \(text(code)) (\(hex))" }
         return (handshake ? "DTLS handshake: " : "DTLS connection: ") + words + " (\(hex))"
     }

@@ -14,6 +14,7 @@
 import CALSA
 import CSystem
 import Audio
+import Wire
 
 /// What ALSA refused, with the device, the call and ALSA's error text.
 public enum ALSAError: Error, Equatable, Sendable, CustomStringConvertible {
@@ -32,7 +33,8 @@ public enum ALSAError: Error, Equatable, Sendable, CustomStringConvertible {
                 let here = cards.isEmpty ? "none" : cards.map { $0.description }.joined(separator: ", ")
                 // A card the name points at that is there: the device (subdevice, PCM
                 // name) is what is wrong, not the overlay.
-                let cardIsThere = SoundCards.reference(in: d).map { r in cards.contains { $0.id == r || String($0.index) == r } } ?? false
+                // Card ids and indices are ALSA names, compared as bytes (strcmp).
+                let cardIsThere = SoundCards.reference(in: d).map { r in cards.contains { $0.id.bytesEqual(r) || String($0.index).bytesEqual(r) } } ?? false
                 let pointer = cardIsThere ? "" : " — is the overlay in /boot/firmware/config.txt (or the USB card plugged in)?"
                 return "cannot open \(s) device '\(d)': no such device; cards here: \(here)\(pointer) ('linnet devices' lists the devices there are)"
             }
@@ -364,9 +366,12 @@ public enum ALSADevices {
             }
             guard let name = get("NAME") else { continue }
             let ioid = get("IOID")
-            let description = (get("DESC") ?? "").split(separator: "\n").joined(separator: " — ")
+            // ALSA's hint strings are bytes (compared with strcmp in alsa-lib): split and
+            // matched as bytes.
+            let description = (get("DESC") ?? "").split(byte: UInt8(ascii: "\n")).joined(separator: " — ")
             out.append(PCMDeviceInfo(name: name, description: description,
-                                     capture: ioid == nil || ioid == "Input", playback: ioid == nil || ioid == "Output"))
+                                     capture: ioid.map { $0.bytesEqual("Input") } ?? true,
+                                     playback: ioid.map { $0.bytesEqual("Output") } ?? true))
         }
         return out
     }

@@ -282,19 +282,22 @@ public func resolveLine(_ id: GPIOLine, chips: [GPIOChipEntry]) throws(GPIOError
         var denied: String? = nil
         for chip in chips {
             if chip.openError == EACCES || chip.openError == EPERM { denied = denied ?? "/dev/" + chip.name }
-            if let offset = chip.lines.firstIndex(of: wanted) {
+            // Line and chip names are the kernel's bytes (libgpiod matches them with
+            // strcmp): compared as bytes here and below.
+            if let offset = chip.lines.firstIndex(where: { $0.bytesEqual(wanted) }) {
                 return ResolvedLine(chip: chip.name, offset: offset, display: "\(wanted) (\(chip.name):\(offset))")
             }
         }
         // Not found and some chip could not be read: the line may be on it.
         if let denied { throw .permission(path: denied) }
         var named: [String] = []
-        for chip in chips { for n in chip.lines where !n.isEmpty && !named.contains(n) { named.append(n) } }
+        for chip in chips { for n in chip.lines where !n.isEmpty && !named.containsBytes(equalTo: n) { named.append(n) } }
         throw .lineNotFound(wanted, named: named)
     case .chip(let wanted, let offset):
         // gpiod_chip_open_lookup also takes a number, a path or a label.
         let match = chips.first { c in
-            c.name == wanted || "/dev/" + c.name == wanted || c.name == "gpiochip" + wanted || (!c.label.isEmpty && c.label == wanted)
+            c.name.bytesEqual(wanted) || ("/dev/" + c.name).bytesEqual(wanted) || c.name.bytesEqual("gpiochip" + wanted)
+                || (!c.label.isEmpty && c.label.bytesEqual(wanted))
         }
         guard let chip = match else {
             throw .chipNotFound(wanted, available: chips.map(chipSummary))
@@ -321,7 +324,7 @@ func requestLine(_ r: ResolvedLine, chips: [GPIOChipEntry], library: any GPIOLib
     } catch {
         switch error.code {
         case EBUSY:
-            let c = chips.first { $0.name == r.chip }
+            let c = chips.first { $0.name.bytesEqual(r.chip) }
             let consumer = c.flatMap { r.offset < $0.consumers.count ? $0.consumers[r.offset] : nil } ?? ""
             throw .busy(line: r.display, consumer: consumer)
         case EACCES, EPERM: throw .permission(path: "/dev/" + r.chip)

@@ -3,6 +3,7 @@
 // Embedded Swift a file may use a C macro (O_RDONLY) only from a module it imports, and
 // the module that first provides one (CALSA also includes <fcntl.h>) is what counts.
 import CSystem
+import Wire
 
 /// A sound card the kernel has: its index, its id (what `CARD=` takes) and its name.
 public struct SoundCard: Sendable, Equatable, CustomStringConvertible {
@@ -43,36 +44,41 @@ public enum SoundCards {
     /// ` 0 [seeed2micvoicec]: seeed-2mic-voic - seeed-2mic-voicecard` (index, id padded
     /// to 15 in brackets, driver, " - ", name) and an indented long-name line; with no
     /// cards, `--- no soundcards ---`.
+    ///
+    /// The kernel writes it as bytes; it is read as bytes (Wire/Text.swift).
     public static func parse(_ text: String) -> [SoundCard] {
         var out: [SoundCard] = []
-        for line in text.split(separator: "\n") {
-            let t = line.drop { $0 == " " }
-            guard let open = t.firstIndex(of: "["), let index = Int(t[..<open].filter { $0 != " " }),
-                  let close = t[open...].firstIndex(of: "]") else { continue }
-            let id = String(t[t.index(after: open)..<close].filter { $0 != " " })
-            out.append(SoundCard(index: index, id: id, name: after(" - ", in: t[close...]).map(String.init) ?? ""))
+        for line in text.split(byte: UInt8(ascii: "\n")) {
+            let t = Substring(line.utf8.drop { $0 == UInt8(ascii: " ") })
+            guard let open = t.firstIndex(ofByte: UInt8(ascii: "[")),
+                  let index = Int(String(decoding: t.utf8[..<open].filter { $0 != UInt8(ascii: " ") }, as: UTF8.self)),
+                  let close = t.bytes(from: open, to: t.endIndex).firstIndex(ofByte: UInt8(ascii: "]")) else { continue }
+            let id = String(decoding: t.utf8[t.utf8.index(after: open)..<close].filter { $0 != UInt8(ascii: " ") }, as: UTF8.self)
+            out.append(SoundCard(index: index, id: id, name: after(" - ", in: t.bytes(from: close, to: t.endIndex)).map(String.init) ?? ""))
         }
         return out
     }
 
     /// The card a PCM name points at: `CARD=id` (`plughw:CARD=Device,DEV=0`) or the
     /// index of `hw:1,0` / `plughw:1`; nil for names such as `default` or `dmix`.
+    /// PCM names are bytes to ALSA (it compares them with strcmp): matched as bytes.
     public static func reference(in device: String) -> String? {
         if let card = after("CARD=", in: device[...]) {
-            return String(card.prefix { $0 != "," && $0 != " " })
+            return String(Substring(card.utf8.prefix { $0 != UInt8(ascii: ",") && $0 != UInt8(ascii: " ") }))
         }
-        guard let colon = device.firstIndex(of: ":"), ["hw", "plughw", "sysdefault"].contains(String(device[..<colon])) else { return nil }
-        let n = device[device.index(after: colon)...].prefix { $0 != "," }
+        guard let colon = device.firstIndex(ofByte: UInt8(ascii: ":")),
+              ["hw", "plughw", "sysdefault"].containsBytes(equalTo: device.bytes(from: device.startIndex, to: colon)) else { return nil }
+        let n = Substring(device.utf8[device.utf8.index(after: colon)...].prefix { $0 != UInt8(ascii: ",") })
         return n.isEmpty ? nil : String(n)
     }
 
     /// What follows the first `marker` in `text` (no Foundation in product code).
     static func after(_ marker: String, in text: Substring) -> Substring? {
-        let m = Array(marker.utf8)
-        var i = text.startIndex
-        while i < text.endIndex {
-            if text[i...].utf8.starts(with: m) { return text[text.utf8.index(i, offsetBy: m.count)...] }
-            i = text.index(after: i)
+        let m = Array(marker.utf8), bytes = text.utf8
+        var i = bytes.startIndex
+        while i < bytes.endIndex {
+            if bytes[i...].starts(with: m) { return Substring(bytes[bytes.index(i, offsetBy: m.count)...]) }
+            i = bytes.index(after: i)
         }
         return nil
     }

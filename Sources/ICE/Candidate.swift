@@ -1,7 +1,7 @@
 import Wire
 
 /// Candidate types (RFC 8445 §5.1.1) with their recommended type preferences (§5.1.2.2).
-public enum CandidateType: String, Hashable, Sendable {
+public enum CandidateType: String, Hashable, Sendable, CaseIterable {
     case host
     case serverReflexive = "srflx"
     case peerReflexive = "prflx"
@@ -36,6 +36,16 @@ public enum CandidateTransport: Hashable, Sendable, CustomStringConvertible {
         }
     }
 
+    /// Tokens compare as bytes (RFC 8839 §5.1 defines them as octets), so the derived
+    /// `==` with its Unicode string comparison is not used.
+    public static func == (a: CandidateTransport, b: CandidateTransport) -> Bool {
+        switch (a, b) {
+        case (.udp, .udp), (.tcp, .tcp): return true
+        case (.other(let x), .other(let y)): return x.bytesEqual(y)
+        default: return false
+        }
+    }
+
     public var description: String {
         switch self {
         case .udp: return "udp"
@@ -57,7 +67,7 @@ public enum CandidateAddress: Hashable, Sendable, CustomStringConvertible {
             return
         }
         // RFC 8839 §5.1: FQDN. Letters, digits, '-', '.', at most 255 bytes.
-        guard !text.isEmpty, text.utf8.count <= 255, !text.contains(":") else { return nil }
+        guard !text.isEmpty, text.utf8.count <= 255, !text.containsByte(UInt8(ascii: ":")) else { return nil }
         for c in text.utf8 {
             let ok = (c >= 0x30 && c <= 0x39) || (c >= 0x41 && c <= 0x5A) || (c >= 0x61 && c <= 0x7A)
                 || c == UInt8(ascii: "-") || c == UInt8(ascii: ".") || c == UInt8(ascii: "_")
@@ -69,6 +79,16 @@ public enum CandidateAddress: Hashable, Sendable, CustomStringConvertible {
     public var ip: IPAddress? {
         if case .ip(let a) = self { return a }
         return nil
+    }
+
+    /// Host names compare as bytes (RFC 8839 §5.1 connection-address), not with the
+    /// derived `==`'s Unicode string comparison.
+    public static func == (a: CandidateAddress, b: CandidateAddress) -> Bool {
+        switch (a, b) {
+        case (.ip(let x), .ip(let y)): return x == y
+        case (.hostname(let x), .hostname(let y)): return x.bytesEqual(y)
+        default: return false
+        }
     }
 
     public var description: String {
@@ -87,6 +107,11 @@ public struct CandidateExtension: Hashable, Sendable {
     public init(name: String, value: String) {
         self.name = name
         self.value = value
+    }
+
+    /// Byte for byte (RFC 8839 §5.1: extension names and values are octet strings).
+    public static func == (a: CandidateExtension, b: CandidateExtension) -> Bool {
+        a.name.bytesEqual(b.name) && a.value.bytesEqual(b.value)
     }
 }
 
@@ -141,16 +166,25 @@ public struct Candidate: Hashable, Sendable, CustomStringConvertible {
     /// need a resolver the pure module does not have; TCP candidates need RFC 6544.)
     public var isUsable: Bool { transport == .udp && address.ip != nil && port != 0 }
 
-    /// The value of the first extension called `name` (`ufrag`, `generation`, …).
+    /// Field by field, the text fields byte for byte (RFC 8839 §5.1 defines them as
+    /// octets), instead of the derived `==`'s Unicode string comparison.
+    public static func == (a: Candidate, b: Candidate) -> Bool {
+        a.foundation.bytesEqual(b.foundation) && a.component == b.component && a.transport == b.transport
+            && a.priority == b.priority && a.address == b.address && a.port == b.port && a.type == b.type
+            && a.relatedAddress == b.relatedAddress && a.relatedPort == b.relatedPort && a.extensions == b.extensions
+    }
+
+    /// The value of the first extension called `name` (`ufrag`, `generation`, …), the
+    /// name matched byte for byte (RFC 8839 §5.1).
     public func extensionValue(_ name: String) -> String? {
-        for e in extensions where e.name == name { return e.value }
+        for e in extensions where e.name.bytesEqual(name) { return e.value }
         return nil
     }
 
     /// A TCP candidate that accepts connections (RFC 6544 §4.5 `tcptype passive`) at a
     /// literal address: what Linnet's active TCP candidates connect to.
     public var isTCPPassive: Bool {
-        transport == .tcp && address.ip != nil && port != 0 && tcpType.map(lowercasedASCII) == "passive"
+        transport == .tcp && address.ip != nil && port != 0 && (tcpType.map { lowercasedASCII($0).bytesEqual("passive") } ?? false)
     }
 
     /// `tcptype` of a TCP candidate (RFC 6544 §4.5): active, passive or so.
@@ -161,26 +195,29 @@ public struct Candidate: Hashable, Sendable, CustomStringConvertible {
     /// Parses the attribute value, with or without `a=` and `candidate:`.
     public init(parsing text: String) throws(ICEError) {
         var body = Substring(text)
-        if body.hasPrefix("a=") { body = body.dropFirst(2) }
-        if body.hasPrefix("candidate:") { body = body.dropFirst(10) }
-        let fields = body.split(whereSeparator: { $0 == " " || $0 == "\t" || $0 == "\r\n" || $0 == "\r" || $0 == "\n" })
+        // Prefixes and separators are matched as bytes (the line is octets, RFC 8866 §5);
+        // a CR LF pair is two separators with nothing between them, as the Character
+        // "\r\n" was one separator.
+        if body.startsWithBytes("a=") { body = Substring(body.utf8.dropFirst(2)) }
+        if body.startsWithBytes("candidate:") { body = Substring(body.utf8.dropFirst(10)) }
+        let fields = body.utf8.split(whereSeparator: { $0 == 32 || $0 == 9 || $0 == 13 || $0 == 10 }).map { Substring($0) }
         guard fields.count >= 8 else { throw .invalidCandidate(field: "field count") }
 
         let foundation = fields[0]
         guard foundation.utf8.count <= 32, foundation.utf8.allSatisfy(Candidate.isIceChar) else {
             throw .invalidCandidate(field: "foundation")
         }
-        guard fields[1].count <= 3, fields[1].allSatisfy({ $0.isASCIIDigit }), let component = UInt16(fields[1]),
+        guard asciiDigits(fields[1], atMost: 3), let component = UInt16(fields[1]),
               (1...256).contains(component) else {
             throw .invalidCandidate(field: "component-id")
         }
         guard Candidate.isToken(fields[2]) else { throw .invalidCandidate(field: "transport") }
-        guard fields[3].count <= 10, fields[3].allSatisfy({ $0.isASCIIDigit }), let priority = UInt32(fields[3]) else {
+        guard asciiDigits(fields[3], atMost: 10), let priority = UInt32(fields[3]) else {
             throw .invalidCandidate(field: "priority")
         }
         guard let address = CandidateAddress(text: fields[4]) else { throw .invalidCandidate(field: "connection-address") }
         guard let port = Candidate.port(fields[5]) else { throw .invalidCandidate(field: "port") }
-        guard fields[6] == "typ", let type = CandidateType(rawValue: String(fields[7])) else {
+        guard fields[6].bytesEqual("typ"), let type = CandidateType.allCases.first(where: { $0.rawValue.bytesEqual(fields[7]) }) else {
             throw .invalidCandidate(field: "cand-type")
         }
 
@@ -191,10 +228,10 @@ public struct Candidate: Hashable, Sendable, CustomStringConvertible {
         while i < fields.count {
             guard i + 1 < fields.count else { throw .invalidCandidate(field: "extension") }
             let name = fields[i], value = fields[i + 1]
-            if name == "raddr" && relatedAddress == nil && extensions.isEmpty {
+            if name.bytesEqual("raddr") && relatedAddress == nil && extensions.isEmpty {
                 guard let a = CandidateAddress(text: value) else { throw .invalidCandidate(field: "raddr") }
                 relatedAddress = a
-            } else if name == "rport" && relatedPort == nil && extensions.isEmpty {
+            } else if name.bytesEqual("rport") && relatedPort == nil && extensions.isEmpty {
                 guard let p = Candidate.port(value) else { throw .invalidCandidate(field: "rport") }
                 relatedPort = p
             } else {
@@ -235,7 +272,7 @@ public struct Candidate: Hashable, Sendable, CustomStringConvertible {
     }
 
     static func port(_ s: Substring) -> UInt16? {
-        guard s.count <= 5, s.allSatisfy({ $0.isASCIIDigit }) else { return nil }
+        guard asciiDigits(s, atMost: 5) else { return nil }
         return UInt16(s)
     }
 
@@ -279,6 +316,9 @@ public func candidatePairPriority(controlling g: UInt32, controlled d: UInt32) -
     return (lo << 32) &+ (hi << 1) &+ (g > d ? 1 : 0)
 }
 
-extension Character {
-    var isASCIIDigit: Bool { asciiValue.map { $0 >= 0x30 && $0 <= 0x39 } ?? false }
+/// At most `limit` bytes, every one an ASCII digit (an empty text passes: callers
+/// parse it next, and the parse refuses it). Counted and tested as bytes: Character
+/// counting links grapheme breaking (Wire/Text.swift).
+func asciiDigits<S: StringProtocol>(_ s: S, atMost limit: Int) -> Bool {
+    s.utf8.count <= limit && s.utf8.allSatisfy { $0 >= 0x30 && $0 <= 0x39 }
 }

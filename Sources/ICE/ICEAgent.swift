@@ -341,12 +341,13 @@ public struct ICEAgent<R: RandomNumberGenerator> {
         // Authentication (RFC 8445 §7.3, RFC 8489 §9.1.3): USERNAME must be
         // "ourUfrag:theirUfrag" and MESSAGE-INTEGRITY keyed with our password.
         let localKey = STUNMessage.shortTermKey(password: localCredentials.password)
-        guard let username = m.username, username.hasPrefix(localCredentials.ufrag + ":"),
+        // Ufrags are compared as bytes (RFC 8839 §5.4: ice-char octets; Wire/Text.swift).
+        guard let username = m.username, username.startsWithBytes(localCredentials.ufrag + ":"),
               (try? m.verifyIntegrity(of: bytes, key: localKey)) != nil else {
             stats.unauthenticated += 1
             return
         }
-        let remoteUfrag = username.dropFirst(localCredentials.ufrag.utf8.count + 1)
+        let remoteUfrag = Substring(username.utf8.dropFirst(localCredentials.ufrag.utf8.count + 1))
 
         // Role conflict (RFC 8445 §7.3.1.1).
         if role == .controlling, let theirs = m.iceControlling {
@@ -376,7 +377,7 @@ public struct ICEAgent<R: RandomNumberGenerator> {
 
         // A check from an earlier generation (the peer's old ufrag) is answered but
         // does not touch the checklist.
-        if let remote = remoteCredentials, remote.ufrag != remoteUfrag { return }
+        if let remote = remoteCredentials, !remote.ufrag.bytesEqual(remoteUfrag) { return }
         guard let l = locals.firstIndex(where: { $0.base == local && $0.pairable }) else { return }
 
         // Peer-reflexive remote candidate (RFC 8445 §7.3.1.3).
@@ -506,7 +507,7 @@ public struct ICEAgent<R: RandomNumberGenerator> {
             pairs[p].state = .succeeded
             if firstValidAt == nil { firstValidAt = now }
             // Unfreeze pairs with the same foundation (RFC 8445 §7.2.5.3.3).
-            for i in pairs.indices where pairs[i].state == .frozen && pairs[i].foundation == pairs[p].foundation {
+            for i in pairs.indices where pairs[i].state == .frozen && pairs[i].foundation.bytesEqual(pairs[p].foundation) {
                 pairs[i].state = .waiting
             }
         }
@@ -777,7 +778,8 @@ public struct ICEAgent<R: RandomNumberGenerator> {
         guard pairs.count < config.maxPairs else { return nil }
         let foundation = locals[l].candidate.foundation + ":" + remotes[r].candidate.foundation
         // RFC 8445 §6.1.2.6: one pair per foundation starts Waiting, the rest Frozen.
-        let waiting = !pairs.contains { $0.foundation == foundation }
+        // Foundations are ice-char octets (RFC 8445 §5.1.1.3): compared as bytes.
+        let waiting = !pairs.contains { $0.foundation.bytesEqual(foundation) }
         pairs.append(CandidatePair(local: l, remote: r, foundation: foundation, state: waiting ? .waiting : .frozen))
         return pairs.count - 1
     }

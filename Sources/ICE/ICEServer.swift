@@ -20,7 +20,7 @@ public enum TURNTransport: String, Hashable, Sendable, CustomStringConvertible {
 /// literal, or an IPv6 literal in brackets. `turns:` with `?transport=udp` would be DTLS
 /// (RFC 7350), which Linnet does not speak: refused, as are `user@host` forms.
 public struct ICEServerURL: Hashable, Sendable, CustomStringConvertible {
-    public enum Scheme: String, Hashable, Sendable {
+    public enum Scheme: String, Hashable, Sendable, CaseIterable {
         case stun, stuns, turn, turns
     }
 
@@ -40,20 +40,30 @@ public struct ICEServerURL: Hashable, Sendable, CustomStringConvertible {
 
     public var isTURN: Bool { scheme == .turn || scheme == .turns }
 
+    /// The host byte for byte (an ASCII name or IP literal, RFC 3986 §3.2.2), not with
+    /// the derived `==`'s Unicode string comparison.
+    public static func == (a: ICEServerURL, b: ICEServerURL) -> Bool {
+        a.scheme == b.scheme && a.host.bytesEqual(b.host) && a.port == b.port && a.transport == b.transport
+    }
+
     /// The host as an IP literal, if it is one.
     public var ip: IPAddress? { IPAddress(host) }
 
     public init(parsing text: String) throws(ICEError) {
         func bad(_ why: String) -> ICEError { .invalidServerURL("'\(text)' is not a stun:/turn:/turns: URL: \(why)") }
-        guard let colon = text.firstIndex(of: ":") else { throw bad("no scheme") }
-        let schemeText = lowercasedASCII(String(text[..<colon]))
-        guard let scheme = Scheme(rawValue: schemeText) else { throw bad("the scheme must be stun, stuns, turn or turns") }
-        var rest = Substring(text[text.index(after: colon)...])
-        if rest.hasPrefix("//") { rest = rest.dropFirst(2) }
+        // The URL's delimiters and scheme are ASCII (RFC 3986 §2.2, §3.1): searched and
+        // matched as bytes (Wire/Text.swift), the scheme case-insensitively.
+        guard let colon = text.firstIndex(ofByte: UInt8(ascii: ":")) else { throw bad("no scheme") }
+        let schemeText = lowercasedASCII(String(text.bytes(from: text.startIndex, to: colon)))
+        guard let scheme = Scheme.allCases.first(where: { $0.rawValue.bytesEqual(schemeText) }) else {
+            throw bad("the scheme must be stun, stuns, turn or turns")
+        }
+        var rest = text.bytes(from: text.utf8.index(after: colon), to: text.endIndex)
+        if rest.startsWithBytes("//") { rest = Substring(rest.utf8.dropFirst(2)) }
         var transport: TURNTransport? = nil
-        if let q = rest.firstIndex(of: "?") {
-            let query = lowercasedASCII(String(rest[rest.index(after: q)...]))
-            rest = rest[..<q]
+        if let q = rest.firstIndex(ofByte: UInt8(ascii: "?")) {
+            let query = lowercasedASCII(String(rest.bytes(from: rest.utf8.index(after: q), to: rest.endIndex)))
+            rest = rest.bytes(from: rest.startIndex, to: q)
             guard scheme == .turn || scheme == .turns else { throw bad("only turn: and turns: take ?transport=") }
             switch query {
             case "transport=udp":
@@ -63,34 +73,34 @@ public struct ICEServerURL: Hashable, Sendable, CustomStringConvertible {
             default: throw bad("the query must be transport=udp or transport=tcp")
             }
         }
-        guard !rest.contains("@") else { throw bad("credentials go in ice-username and ice-credential, not in the URL") }
-        guard !rest.contains("/") else { throw bad("a path is not allowed") }
+        guard !rest.containsByte(UInt8(ascii: "@")) else { throw bad("credentials go in ice-username and ice-credential, not in the URL") }
+        guard !rest.containsByte(UInt8(ascii: "/")) else { throw bad("a path is not allowed") }
         let host: Substring
         var portText: Substring? = nil
-        if rest.hasPrefix("[") {
-            guard let close = rest.firstIndex(of: "]") else { throw bad("an unclosed [") }
-            host = rest[rest.index(after: rest.startIndex)..<close]
-            let after = rest[rest.index(after: close)...]
+        if rest.startsWithBytes("[") {
+            guard let close = rest.firstIndex(ofByte: UInt8(ascii: "]")) else { throw bad("an unclosed [") }
+            host = rest.bytes(from: rest.utf8.index(after: rest.startIndex), to: close)
+            let after = rest.bytes(from: rest.utf8.index(after: close), to: rest.endIndex)
             if !after.isEmpty {
-                guard after.hasPrefix(":") else { throw bad("text after ]") }
-                portText = after.dropFirst()
+                guard after.startsWithBytes(":") else { throw bad("text after ]") }
+                portText = Substring(after.utf8.dropFirst())
             }
             guard let ip = IPAddress(String(host)), !ip.isV4 else { throw bad("brackets hold an IPv6 address") }
         } else {
-            if let c = rest.lastIndex(of: ":") {
-                host = rest[..<c]
-                portText = rest[rest.index(after: c)...]
+            if let c = rest.lastIndex(ofByte: UInt8(ascii: ":")) {
+                host = rest.bytes(from: rest.startIndex, to: c)
+                portText = rest.bytes(from: rest.utf8.index(after: c), to: rest.endIndex)
             } else {
                 host = rest
             }
-            guard !host.contains(":") else { throw bad("an IPv6 address goes in brackets") }
+            guard !host.containsByte(UInt8(ascii: ":")) else { throw bad("an IPv6 address goes in brackets") }
         }
         guard !host.isEmpty, host.utf8.count <= 253,
               host.utf8.allSatisfy({ ($0 >= 0x30 && $0 <= 0x39) || ($0 >= 0x41 && $0 <= 0x5A) || ($0 >= 0x61 && $0 <= 0x7A) || $0 == 0x2D || $0 == 0x2E || $0 == 0x3A || $0 == 0x5F })
         else { throw bad("no valid host") }
         var port: UInt16? = nil
         if let portText {
-            guard !portText.isEmpty, portText.count <= 5, portText.allSatisfy({ $0.isASCIIDigit }), let p = UInt16(portText), p > 0 else {
+            guard !portText.isEmpty, asciiDigits(portText, atMost: 5), let p = UInt16(portText), p > 0 else {
                 throw bad("the port must be 1–65535")
             }
             port = p
@@ -99,7 +109,7 @@ public struct ICEServerURL: Hashable, Sendable, CustomStringConvertible {
     }
 
     public var description: String {
-        let h = host.contains(":") ? "[\(host)]" : host
+        let h = host.containsByte(UInt8(ascii: ":")) ? "[\(host)]" : host
         var s = "\(scheme.rawValue):\(h):\(port)"
         if scheme == .turn && transport == .tcp { s += "?transport=tcp" }
         return s
@@ -127,8 +137,4 @@ public struct TURNServer: Hashable, Sendable, CustomStringConvertible {
     /// The server's UDP address, when known.
     public var socketAddress: SocketAddress? { address.map { SocketAddress(ip: $0, port: url.port) } }
     public var description: String { url.description }
-}
-
-func lowercasedASCII(_ s: String) -> String {
-    String(decoding: s.utf8.map { $0 >= 65 && $0 <= 90 ? $0 + 32 : $0 }, as: UTF8.self)
 }

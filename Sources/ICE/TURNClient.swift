@@ -501,7 +501,8 @@ public struct TURNClient<R: RandomNumberGenerator> {
                 return timedOut(tx, now: now)
             }
             self.nonce = nonce
-            if let r = m.realm, r != realm {
+            // The realm is compared as the server sent it, byte for byte (Wire/Text.swift).
+            if let r = m.realm, !(realm?.bytesEqual(r) ?? false) {
                 realm = r
                 key = STUNMessage.longTermKey(username: server.username, realm: r, password: server.credential)
             }

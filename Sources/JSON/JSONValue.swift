@@ -158,6 +158,20 @@ public enum JSONValue: Equatable, Sendable {
     public var array: [JSONValue]? { if case .array(let a) = self { return a } else { return nil } }
 
     public var object: JSONObject? { if case .object(let o) = self { return o } else { return nil } }
+
+    /// Strings compare by code units (RFC 8259 §8.3), like member names, not by
+    /// canonical equivalence; the rest as the derived `==` would.
+    public static func == (a: JSONValue, b: JSONValue) -> Bool {
+        switch (a, b) {
+        case (.null, .null): return true
+        case (.bool(let x), .bool(let y)): return x == y
+        case (.number(let x), .number(let y)): return x == y
+        case (.string(let x), .string(let y)): return JSONObject.sameName(x, y)
+        case (.array(let x), .array(let y)): return x == y
+        case (.object(let x), .object(let y)): return x == y
+        default: return false
+        }
+    }
 }
 
 extension JSONValue: ExpressibleByNilLiteral, ExpressibleByBooleanLiteral, ExpressibleByIntegerLiteral,

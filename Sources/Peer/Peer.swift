@@ -271,7 +271,7 @@ public final class Peer {
                                cname: cname, streamID: "linnet", trackID: "mic")
         return LocalDescription(sessionID: sessionID, sessionVersion: sessionVersion, iceUfrag: ice.localCredentials.ufrag, icePwd: ice.localCredentials.password,
                                 fingerprints: [Fingerprint(algorithm: "sha-256", bytes: identity.fingerprint)],
-                                candidates: gathered.map { String($0.description.dropFirst("candidate:".count)) }, audio: audio,
+                                candidates: gathered.map { String(Substring($0.description.utf8.dropFirst("candidate:".utf8.count))) }, audio: audio,
                                 dataChannel: configuration.dataChannel ? LocalDataChannel(maxMessageSize: configuration.maxMessageSize) : nil)
     }
 

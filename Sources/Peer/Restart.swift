@@ -56,22 +56,24 @@ public struct ICERestartFragment: Equatable, Sendable {
             var line = raw[...]
             if line.last == 13 { line = line.dropLast() }
             guard !line.isEmpty else { continue }
+            // Line types and attribute names are matched as bytes (RFC 8866 §5, RFC 8840
+            // §9: SDP is octets), and the prefixes dropped as bytes.
             let text = String(decoding: line, as: UTF8.self)
-            if text.hasPrefix("m=") {
+            if text.startsWithBytes("m=") {
                 sections += 1
                 continue
             }
             guard sections <= 1 else { continue }
-            if text.hasPrefix("a=ice-ufrag:") {
-                ufrag = String(text.dropFirst("a=ice-ufrag:".count))
-            } else if text.hasPrefix("a=ice-pwd:") {
-                pwd = String(text.dropFirst("a=ice-pwd:".count))
-            } else if text.hasPrefix("a=candidate:") {
+            if text.startsWithBytes("a=ice-ufrag:") {
+                ufrag = String(Substring(text.utf8.dropFirst("a=ice-ufrag:".utf8.count)))
+            } else if text.startsWithBytes("a=ice-pwd:") {
+                pwd = String(Substring(text.utf8.dropFirst("a=ice-pwd:".utf8.count)))
+            } else if text.startsWithBytes("a=candidate:") {
                 guard candidates.count < maxCandidates else { continue }
-                candidates.append(String(text.dropFirst(2)))
-            } else if text == "a=end-of-candidates" {
+                candidates.append(String(Substring(text.utf8.dropFirst(2))))
+            } else if text.bytesEqual("a=end-of-candidates") {
                 end = true
-            } else if !(text.hasPrefix("a=") || text.hasPrefix("c=")) {
+            } else if !(text.startsWithBytes("a=") || text.startsWithBytes("c=")) {
                 throw .invalidLine(line: lineNumber, reason: "not an attribute line of an SDP fragment")
             }
         }
@@ -164,7 +166,8 @@ extension Peer {
         guard role == .answerer, !closed, let current = negotiated else { throw .wrongState("no established session to restart") }
         let fragment: ICERestartFragment
         do throws(SDPError) { fragment = try ICERestartFragment.parse(text) } catch { throw .sdp(error) }
-        if fragment.ufrag != current.remoteICEUfrag || fragment.password != current.remoteICEPwd {
+        // ICE credentials compare as bytes (RFC 8839 §5.4 ice-chars).
+        if !fragment.ufrag.bytesEqual(current.remoteICEUfrag) || !fragment.password.bytesEqual(current.remoteICEPwd) {
             let credentials = try Peer.makeCredentials(crypto)
             ice.restart(localCredentials: credentials, now: now)
             sessionVersion += 1
@@ -188,7 +191,7 @@ extension Peer {
             guard n0.localDTLSRole == current.localDTLSRole else {
                 throw SDPError.mediaMismatch(reason: "the new offer changes the DTLS role (a new DTLS association)")
             }
-            let restart = n0.remoteICEUfrag != current.remoteICEUfrag || n0.remoteICEPwd != current.remoteICEPwd
+            let restart = !n0.remoteICEUfrag.bytesEqual(current.remoteICEUfrag) || !n0.remoteICEPwd.bytesEqual(current.remoteICEPwd)
             var answer = probe
             if restart {
                 ice.restart(localCredentials: fresh, now: now)
@@ -212,9 +215,11 @@ extension Peer {
     }
 
     func isFullDescription(_ text: String) -> Bool {
-        var t = Substring(text)
-        while let f = t.first, f == " " || f == "\r" || f == "\n" || f == "\t" { t = t.dropFirst() }
-        return t.hasPrefix("v=")
+        // Leading white space skipped byte by byte. A CR LF pair stops the skipping, as
+        // it did when this compared Characters ("\r\n" is one, equal to none of them).
+        var t = Substring(text).utf8
+        while let f = t.first, f == 32 || f == 10 || f == 9 || (f == 13 && t.dropFirst().first != 10) { t = t.dropFirst() }
+        return t.starts(with: "v=".utf8)
     }
 
     /// The restart must keep the DTLS association: the same certificate fingerprints.

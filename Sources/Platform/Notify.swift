@@ -25,7 +25,7 @@ public final class SystemdNotifier {
         }
         watchdogInterval = interval
         guard let socketPath, !socketPath.isEmpty,
-              socketPath.hasPrefix("/") || socketPath.hasPrefix("@") else { return nil }
+              socketPath.startsWithBytes("/") || socketPath.startsWithBytes("@") else { return nil }
         var bytes = Array(socketPath.utf8)
         if bytes[0] == UInt8(ascii: "@") { bytes[0] = 0 }
         guard bytes.count < 108 else { return nil }  // sizeof(sun_path)

@@ -54,13 +54,14 @@ public struct SystemRandom: RandomNumberGenerator {
 }
 
 /// The whole process environment (`environ`), for config layers read by prefix.
-public func processEnvironment() -> [String: String] {
-    var out: [String: String] = [:]
+/// Names are keys compared byte for byte, as the kernel and libc's `getenv` compare them.
+public func processEnvironment() -> [TextKey: String] {
+    var out: [TextKey: String] = [:]
     guard var p = csystem_environ() else { return out }
     while let entry = p.pointee {
         let text = String(cString: entry)
-        if let eq = text.firstIndex(of: "=") {
-            out[String(text[..<eq])] = String(text[text.index(after: eq)...])
+        if let eq = text.firstIndex(ofByte: UInt8(ascii: "=")) {
+            out[TextKey(text.bytes(from: text.startIndex, to: eq))] = String(text.bytes(from: text.utf8.index(after: eq), to: text.endIndex))
         }
         p += 1
     }

@@ -1,4 +1,5 @@
 import CSystem
+import Wire
 
 /// Replaces a small file whole, the way root daemons must (systemd's `write_string_file`
 /// with a temporary file and rename): a reader never sees half of it, and nothing
@@ -32,7 +33,8 @@ public enum SafeFile {
     /// Writes `bytes` to `path` (mode 0644) by temporary file and rename.
     public static func replace(_ path: String, with bytes: [UInt8]) throws(Failure) {
         let (dir, name) = split(path)
-        guard !name.isEmpty, name != ".", name != ".." else { throw .target(path: path, reason: "is not a file name") }
+        // A path component is bytes to the kernel (POSIX), so "." and ".." are matched as bytes.
+        guard !name.isEmpty, !name.bytesEqual("."), !name.bytesEqual("..") else { throw .target(path: path, reason: "is not a file name") }
         let dfd = csystem_open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC, 0)
         guard dfd >= 0 else { throw .directory(path: dir, reason: "cannot be opened: \(SystemError.message(csystem_errno()))") }
         defer { closeDescriptor(dfd) }

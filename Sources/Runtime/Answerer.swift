@@ -21,7 +21,8 @@ public final class Answerer {
     let crypto: CryptoRandom
     let addresses: [IPAddress]
     var server: HTTPServer!
-    var sessions: [String: Session] = [:]
+    /// By session id ("s1", …): keys compared as bytes (Wire's `TextKey`).
+    var sessions: [TextKey: Session] = [:]
     var nextID = 1
     let maxSessions = 16
 
@@ -83,7 +84,7 @@ public final class Answerer {
         case .request(.whipRestart(let id, let text)):
             // ICE restart (RFC 9725 §4.3.2): an RFC 8840 fragment with new credentials in,
             // ours out, DTLS and SRTP untouched.
-            guard let s = sessions[id] else { return respond(RouteServer.text(404, "no such session")) }
+            guard let s = sessions[TextKey(id)] else { return respond(RouteServer.text(404, "no such session")) }
             do throws(PeerError) {
                 let fragment = try s.call.peer.acceptRestartFragment(text, now: loop.now)
                 s.call.pump()
@@ -123,7 +124,7 @@ public final class Answerer {
             do throws(PeerError) {
                 let answer = try call.peer.acceptOffer(offer, now: self.loop.now)
                 call.pump()
-                self.sessions[id] = session
+                self.sessions[TextKey(id)] = session
                 Log.info("answer: session \(id) started (\(self.mode.rawValue))")
                 self.startMedia(session)
                 respond(success(id, answer))
@@ -153,7 +154,7 @@ public final class Answerer {
         case .dataChannel(.sendBufferLow):
             flushEchoes(s)
         case .closed:
-            if sessions[s.id] != nil {
+            if sessions[TextKey(s.id)] != nil {
                 Log.info("answer: session \(s.id) closed by the peer")
                 _ = closeSession(s.id)
             }
@@ -197,7 +198,7 @@ public final class Answerer {
 
     func scheduleTone(_ s: Session, at deadline: Instant) {
         s.toneTimer = loop.schedule(at: deadline) {
-            guard self.sessions[s.id] != nil, let tone = s.tone else { return }
+            guard self.sessions[TextKey(s.id)] != nil, let tone = s.tone else { return }
             if let packet = tone.next() { s.call.sendAudio(packet, samples: 960) }
             self.scheduleTone(s, at: deadline + .milliseconds(20))
         }
@@ -205,7 +206,7 @@ public final class Answerer {
 
     /// Ends a session; returns its length in seconds, nil if unknown.
     func closeSession(_ id: String) -> Int? {
-        guard let s = sessions.removeValue(forKey: id) else { return nil }
+        guard let s = sessions.removeValue(forKey: TextKey(id)) else { return nil }
         if let t = s.toneTimer { loop.cancel(t) }
         s.call.close()
         let seconds = Int((loop.now - s.started).milliseconds / 1000)
@@ -214,7 +215,7 @@ public final class Answerer {
     }
 
     public func closeAll() {
-        for id in Array(sessions.keys) { _ = closeSession(id) }
+        for id in Array(sessions.keys) { _ = closeSession(id.text) }
     }
 }
 
@@ -247,8 +248,4 @@ public final class ToneSource {
         guard let n else { return nil }
         return Array(packet[0..<n])
     }
-}
-
-public func lowercasedASCII(_ s: String) -> String {
-    String(decoding: s.utf8.map { $0 >= 65 && $0 <= 90 ? $0 + 32 : $0 }, as: UTF8.self)
 }

@@ -96,7 +96,7 @@ public final class AudioIO {
         var capture: CaptureInput? = nil
         var hooks: AudioSetup? = nil
         if stand == nil {
-            if config.input == nil && config.capture == "none" {
+            if config.input == nil && config.capture.bytesEqual("none") {
                 stand = SilenceSource()
             } else {
                 let h = try AudioSetup(config: config)
@@ -110,7 +110,7 @@ public final class AudioIO {
         let playback: PlaybackOutput
         if let output = config.output {
             playback = .file(output, format: file, paced: true)
-        } else if config.playback == "none" {
+        } else if config.playback.bytesEqual("none") {
             // Nobody listens: 20 ms periods, half the wake-ups of a device's 10 ms.
             var none = file
             none.periodFrames = config.rate / 50

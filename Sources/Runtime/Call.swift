@@ -137,7 +137,8 @@ public enum CallError: Error, CustomStringConvertible {
 public func gatherAddresses(includeLoopback: Bool, only names: [String]? = nil) -> [IPAddress] {
     var out: [IPAddress] = []
     for i in Interfaces.list(includeLoopback: includeLoopback) {
-        if let names, !names.contains(i.name) { continue }
+        // Interface names are the kernel's bytes.
+        if let names, !names.containsBytes(equalTo: i.name) { continue }
         // Link-local IPv6 needs a scope on every send and no peer here uses it.
         if i.address.isLinkLocal && !i.address.isV4 { continue }
         if !out.contains(i.address) { out.append(i.address) }

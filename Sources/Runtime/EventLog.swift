@@ -25,7 +25,7 @@ public final class EventLog {
         self.path = path
         self.start = start
         self.label = label
-        if path == "-" {
+        if path.bytesEqual("-") {
             fd = 1
             ownsDescriptor = false
         } else {
@@ -52,7 +52,7 @@ public final class EventLog {
         bytes.append(10)
         if let (error, _) = writeFully(fd: fd, bytes) {
             failure = error
-            let what = path == "-" ? "standard output" : "'\(path)'"
+            let what = path.bytesEqual("-") ? "standard output" : "'\(path)'"
             if error.code == EPIPE {
                 Log.warning("--events: the reader of \(what) went away (\(SystemError.message(error.code))); no more events are written, the call goes on")
             } else {

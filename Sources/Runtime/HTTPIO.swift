@@ -290,7 +290,8 @@ public final class HTTPCall {
         self.request = request
         self.timeout = timeout
         self.completion = completion
-        parser = HTTPResponseParser(limits: client.limits, headRequest: request.method == "HEAD")
+        // The method is a case-sensitive token (RFC 9110 §9.1): compared as bytes.
+        parser = HTTPResponseParser(limits: client.limits, headRequest: request.method.bytesEqual("HEAD"))
     }
 
     /// Abandons the exchange: closes the socket, cancels its timers; the completion will

@@ -311,7 +311,8 @@ public final class Runtime {
     /// an answer cannot make the device allocate on dozens of servers.
     func learn(_ links: [ICEServerLink]) {
         for link in links {
-            guard learnedURLs.count < 4, !learnedURLs.contains(link.url) else { continue }
+            // URLs and usernames as the answer sent them, compared byte for byte.
+            guard learnedURLs.count < 4, !learnedURLs.containsBytes(equalTo: link.url) else { continue }
             let url: ICEServerURL
             do throws(ICEError) { url = try ICEServerURL(parsing: link.url) } catch {
                 Log.warning("the answer's ice-server \(link.url) is unusable: \(error)")
@@ -325,7 +326,7 @@ public final class Runtime {
                 Log.warning("the answer's ice-server \(url) has no username and credential; not using it")
                 continue
             }
-            if parts.relays.contains(where: { $0.server.url == url && $0.server.username == username }) { continue }
+            if parts.relays.contains(where: { $0.server.url == url && $0.server.username.bytesEqual(username) }) { continue }
             let server = TURNServer(url: url, username: username, credential: credential)
             if let ip = url.ip {
                 learnedRelays.append((server, SocketAddress(ip: ip, port: url.port)))

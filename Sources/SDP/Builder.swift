@@ -1,6 +1,8 @@
 // Our own offers and answers: one audio section (Opus) and optionally one data-channel
 // section, bundled, in the shape PROTOCOLS.md says real peers need.
 
+import Wire
+
 /// Our audio section's parameters.
 public struct LocalAudio: Equatable, Sendable {
     /// The dynamic payload type for Opus (RFC 3551 §6: 96–127). 111 is what browsers
@@ -274,7 +276,7 @@ extension LocalDescription {
         guard isToken(audio.trackID, max: 64) else { throw .invalidValue(field: "the msid track id") }
         guard isToken(audio.mid, max: 32) else { throw .invalidValue(field: "the audio mid") }
         if let dc = dataChannel {
-            guard isToken(dc.mid, max: 32), dc.mid != audio.mid else { throw .invalidValue(field: "the data channel mid") }
+            guard isToken(dc.mid, max: 32), !dc.mid.bytesEqual(audio.mid) else { throw .invalidValue(field: "the data channel mid") }
             guard dc.sctpPort != 0 else { throw .invalidValue(field: "sctp-port") }
         }
     }

@@ -107,10 +107,16 @@ public struct Fingerprint: Equatable, Sendable, CustomStringConvertible {
 
     /// `sha-256 AB:CD:…`, the attribute value.
     public var description: String { algorithm + " " + Hex.fingerprint(bytes) }
+
+    /// The hash name byte for byte (an ASCII token, RFC 8122 §5, kept lowercase), not
+    /// with the derived `==`'s Unicode string comparison.
+    public static func == (a: Fingerprint, b: Fingerprint) -> Bool {
+        a.algorithm.bytesEqual(b.algorithm) && a.bytes == b.bytes
+    }
 }
 
 /// `a=setup` (RFC 4145 §4, RFC 8842 §5): who starts the DTLS handshake.
-public enum SetupRole: String, Equatable, Sendable {
+public enum SetupRole: String, Equatable, Sendable, CaseIterable {
     /// Offers only: the answerer chooses.
     case actpass
     /// The endpoint is the DTLS client.
@@ -130,7 +136,7 @@ public enum DTLSRole: Equatable, Sendable {
 }
 
 /// The media direction attributes (RFC 8866 §6.7).
-public enum MediaDirection: String, Equatable, Sendable {
+public enum MediaDirection: String, Equatable, Sendable, CaseIterable {
     case sendrecv, sendonly, recvonly, inactive
 
     /// What an answerer writes for an offer with this direction (RFC 3264 §6.1),
@@ -168,6 +174,16 @@ public enum MediaKind: Equatable, Sendable, CustomStringConvertible {
         case .video: return "video"
         case .application: return "application"
         case .other(let s): return s
+        }
+    }
+
+    /// A `<media>` token byte for byte (RFC 8866 §5.14, §9 `token`), not with the
+    /// derived `==`'s Unicode string comparison.
+    public static func == (a: MediaKind, b: MediaKind) -> Bool {
+        switch (a, b) {
+        case (.audio, .audio), (.video, .video), (.application, .application): return true
+        case (.other(let x), .other(let y)): return x.bytesEqual(y)
+        default: return false
         }
     }
 }
@@ -362,13 +378,13 @@ public struct MediaSection: Equatable, Sendable {
     /// Port 0: the answerer (or offerer) rejected or disabled this section, unless it
     /// says `a=bundle-only` (RFC 8843 §6: an offerer's bundled section with port 0, as
     /// GStreamer's webrtcbin writes every section after the first).
-    public var isRejected: Bool { port == 0 && !otherAttributes.contains { $0.name == "bundle-only" } }
+    public var isRejected: Bool { port == 0 && !otherAttributes.contains { $0.name.bytesEqual("bundle-only") } }
 
     /// An RTP profile (`RTP/AVP`, `UDP/TLS/RTP/SAVPF`, …).
-    public var isRTP: Bool { containsASCII(proto, "RTP/") }
+    public var isRTP: Bool { proto.containsBytes("RTP/") }
 
     /// SCTP over DTLS: `UDP/DTLS/SCTP`, `TCP/DTLS/SCTP` (RFC 8841) or legacy `DTLS/SCTP`.
-    public var isSCTP: Bool { hasSuffixASCII(proto, "DTLS/SCTP") }
+    public var isSCTP: Bool { proto.endsWithBytes("DTLS/SCTP") }
 
     /// The rtpmap of a payload type, nil when the section has none for it.
     public func rtpMap(for payloadType: UInt8) -> RTPMap? {
@@ -378,7 +394,7 @@ public struct MediaSection: Equatable, Sendable {
     /// The fmtp parameters of a payload type, nil when absent.
     public func formatParameters(for payloadType: UInt8) -> String? {
         let key = String(payloadType)
-        return formatParameters.first { $0.format == key }?.parameters
+        return formatParameters.first { $0.format.bytesEqual(key) }?.parameters
     }
 
     /// The first payload type of the m-line that maps to Opus 48000/2, in the m-line's
@@ -475,14 +491,15 @@ public struct SessionDescription: Equatable, Sendable {
     /// The index of the first data-channel section (application over SCTP).
     public var dataChannelIndex: Int? { media.firstIndex { $0.kind == .application && $0.isSCTP } }
 
-    /// The index of the section with this mid.
-    public func index(ofMid mid: String) -> Int? { media.firstIndex { $0.mid == mid } }
+    /// The index of the section with this mid. Mids are tokens compared as bytes
+    /// (RFC 5888 §4, RFC 8866 §9), as are the mids of groups and the candidates below.
+    public func index(ofMid mid: String) -> Int? { media.firstIndex { $0.mid?.bytesEqual(mid) ?? false } }
 
     /// The BUNDLE-tag section of the group `index` belongs to (RFC 8843 §7.2: the first
     /// mid of the group in an answer), nil when the section is not bundled.
     public func bundleTagIndex(for index: Int) -> Int? {
         guard media.indices.contains(index), let mid = media[index].mid, !media[index].isRejected else { return nil }
-        for group in groups where group.isBundle && group.mids.contains(mid) {
+        for group in groups where group.isBundle && group.mids.containsBytes(equalTo: mid) {
             for tag in group.mids {
                 if let i = self.index(ofMid: tag), !media[i].isRejected { return i }
             }
@@ -528,10 +545,10 @@ public struct SessionDescription: Equatable, Sendable {
         t.candidates = media[tagIndex].candidates
         t.endOfCandidates = media[tagIndex].endOfCandidates
         if t.candidates.isEmpty, let mid = own.mid, bundleTagIndex(for: index) != nil {
-            for group in groups where group.isBundle && group.mids.contains(mid) {
+            for group in groups where group.isBundle && group.mids.containsBytes(equalTo: mid) {
                 for m in group.mids {
                     guard let i = self.index(ofMid: m), !media[i].isRejected else { continue }
-                    for c in media[i].candidates where !t.candidates.contains(c) { t.candidates.append(c) }
+                    for c in media[i].candidates where !t.candidates.containsBytes(equalTo: c) { t.candidates.append(c) }
                     if media[i].endOfCandidates { t.endOfCandidates = true }
                 }
             }

@@ -1,6 +1,8 @@
 // Offer + answer → the values the transport and media layers need (RFC 3264 §6–7,
 // RFC 8829 §5.10–5.11), checked for everything that would make the call unusable.
 
+import Wire
+
 /// The negotiated data channel (RFC 8841).
 public struct NegotiatedDataChannel: Equatable, Sendable {
     public var mid: String?
@@ -9,6 +11,12 @@ public struct NegotiatedDataChannel: Equatable, Sendable {
     /// The largest message the remote accepts: its `a=max-message-size`, 65536 when
     /// absent (RFC 8841 §6.1), 0 meaning no limit.
     public var remoteMaxMessageSize: UInt64
+
+    /// The mid byte for byte (RFC 5888 §4 token), not with the derived `==`'s Unicode
+    /// string comparison.
+    public static func == (a: NegotiatedDataChannel, b: NegotiatedDataChannel) -> Bool {
+        bytesEqual(a.mid, b.mid) && a.remoteSCTPPort == b.remoteSCTPPort && a.remoteMaxMessageSize == b.remoteMaxMessageSize
+    }
 }
 
 /// The candidates one remote section carried, verbatim.
@@ -16,6 +24,11 @@ public struct SectionCandidates: Equatable, Sendable {
     public var mid: String?
     public var index: Int
     public var candidates: [String]
+
+    /// Mid and candidate values byte for byte (RFC 8866 §5 text is octets).
+    public static func == (a: SectionCandidates, b: SectionCandidates) -> Bool {
+        bytesEqual(a.mid, b.mid) && a.index == b.index && bytesEqual(a.candidates, b.candidates)
+    }
 }
 
 /// What an offer/answer exchange agreed on, seen from our side.
@@ -58,6 +71,19 @@ public struct NegotiatedSession: Equatable, Sendable {
 
     /// Whether the answer accepted the data channel.
     public var dataChannelAccepted: Bool { dataChannel != nil }
+
+    /// Field by field, the SDP text byte for byte (RFC 8866 §5: octets), instead of the
+    /// derived `==`'s Unicode string comparison.
+    public static func == (a: NegotiatedSession, b: NegotiatedSession) -> Bool {
+        a.opusPayloadType == b.opusPayloadType && bytesEqual(a.remoteOpusParameters, b.remoteOpusParameters)
+            && bytesEqual(a.audioMid, b.audioMid) && a.audioDirection == b.audioDirection && a.remoteSSRC == b.remoteSSRC
+            && a.remoteICEUfrag.bytesEqual(b.remoteICEUfrag) && a.remoteICEPwd.bytesEqual(b.remoteICEPwd)
+            && a.remoteICELite == b.remoteICELite && a.remoteFingerprints == b.remoteFingerprints
+            && a.remoteSetup == b.remoteSetup && a.localDTLSRole == b.localDTLSRole
+            && bytesEqual(a.remoteCandidates, b.remoteCandidates) && a.remoteCandidatesBySection == b.remoteCandidatesBySection
+            && a.remoteEndOfCandidates == b.remoteEndOfCandidates && a.rtcpReducedSize == b.rtcpReducedSize
+            && a.bundled == b.bundled && a.dataChannel == b.dataChannel
+    }
 }
 
 extension NegotiatedSession {
@@ -205,10 +231,11 @@ extension SessionDescription {
     /// before building or checking an answer (found by the fuzz_sdp target: an offer with
     /// two `a=mid:0` got an answer that its own negotiation then rejected).
     func checkUniqueMids() throws(SDPError) {
-        var seen = Set<String>()
+        // Mids are tokens compared as bytes (RFC 5888 §4; Wire/Text.swift).
+        var seen = Set<TextKey>()
         for section in media {
             guard let mid = section.mid else { continue }
-            if !seen.insert(mid).inserted { throw .duplicateMid(mid) }
+            if !seen.insert(TextKey(mid)).inserted { throw .duplicateMid(mid) }
         }
     }
 }

@@ -196,7 +196,7 @@ private struct Parser {
         case "mid":
             m.mid = string(a)
         case "sendrecv", "sendonly", "recvonly", "inactive":
-            m.direction = MediaDirection(rawValue: name)
+            m.direction = MediaDirection.allCases.first { $0.rawValue.bytesEqual(name) }
         case "rtcp-mux":
             m.rtcpMux = true
         case "rtcp-rsize":
@@ -287,7 +287,8 @@ private struct Parser {
 
     func setup(_ arg: ArraySlice<UInt8>?, number: Int) throws(SDPError) -> SetupRole {
         let value = asciiLowercased(arg ?? ArraySlice<UInt8>())
-        guard let role = SetupRole(rawValue: value) else {
+        // Matched as bytes (RFC 4145 §4 tokens), after ASCII case folding.
+        guard let role = SetupRole.allCases.first(where: { $0.rawValue.bytesEqual(value) }) else {
             throw .invalidLine(number: number, "a=setup must be actpass, active, passive or holdconn, found \"\(preview(Array(value.utf8)[...]))\"")
         }
         return role
@@ -319,7 +320,7 @@ private struct Parser {
         guard idParts.count <= 2, let id = parseUInt(idParts[0], max: 4095) else { return nil }
         var direction: MediaDirection? = nil
         if idParts.count == 2 {
-            guard let d = MediaDirection(rawValue: string(idParts[1])) else { return nil }
+            guard let d = MediaDirection.allCases.first(where: { $0.rawValue.utf8.elementsEqual(idParts[1]) }) else { return nil }
             direction = d
         }
         let (uri, attributes) = splitFirstField(rest)

@@ -65,32 +65,11 @@ func parseUInt(_ bytes: ArraySlice<UInt8>, max: UInt64) -> UInt64? {
     return v <= max ? v : nil
 }
 
-func asciiEqualIgnoringCase(_ a: String, _ b: String) -> Bool {
-    let x = a.utf8, y = b.utf8
-    guard x.count == y.count else { return false }
-    for (p, q) in zip(x, y) where asciiLower(p) != asciiLower(q) { return false }
-    return true
-}
-
 func asciiLowercased(_ s: ArraySlice<UInt8>) -> String {
     var out: [UInt8] = []
     out.reserveCapacity(s.count)
     for b in s { out.append(asciiLower(b)) }
     return String(decoding: out, as: UTF8.self)
-}
-
-func containsASCII(_ haystack: String, _ needle: String) -> Bool {
-    let h = Array(haystack.utf8), n = Array(needle.utf8)
-    guard n.count <= h.count else { return false }
-    if n.isEmpty { return true }
-    for start in 0...(h.count - n.count) where h[start..<(start + n.count)].elementsEqual(n) { return true }
-    return false
-}
-
-func hasSuffixASCII(_ s: String, _ suffix: String) -> Bool {
-    let h = Array(s.utf8), n = Array(suffix.utf8)
-    guard n.count <= h.count else { return false }
-    return h[(h.count - n.count)...].elementsEqual(n)
 }
 
 func joined(_ parts: [String], _ separator: String) -> String {

@@ -87,7 +87,7 @@ public struct HostPort: Sendable, Equatable, CustomStringConvertible {
         self.port = port
     }
 
-    public var description: String { (host.contains(":") ? "[\(host)]" : host) + ":\(port)" }
+    public var description: String { (host.containsByte(UInt8(ascii: ":")) ? "[\(host)]" : host) + ":\(port)" }
 }
 
 // MARK: Config
@@ -215,8 +215,9 @@ public struct Config: Sendable, Equatable {
     public var listen: SocketAddress? = nil
     public var answerMode = AnswerMode.echo
 
-    /// Which layer set each key (absent: the default).
-    public var sources: [String: ConfigSource] = [:]
+    /// Which layer set each key (absent: the default). Keyed by the key's bytes: keys are
+    /// the table's ASCII names, compared as written (Wire/Text.swift).
+    public var sources: [TextKey: ConfigSource] = [:]
     /// The command whose flags and defaults apply (an empty value resets to its default).
     public internal(set) var command = Command.run
 
@@ -276,7 +277,7 @@ public struct Config: Sendable, Equatable {
     /// its tuning; `input` / `output` simply replace `capture` / `playback`.
     public func validate(requireRoute: Bool = true) throws(ConfigError) {
         func at(_ key: String) -> String {
-            guard let s = sources[key] else { return key }
+            guard let s = sources[TextKey(key)] else { return key }
             return "\(key) (\(s))"
         }
         var routes: [String] = []
@@ -289,7 +290,7 @@ public struct Config: Sendable, Equatable {
             // Suggest unsetting the route from the lowest layer: the newer one is
             // more likely what the user means now.
             func layer(_ key: String) -> Int {
-                switch sources[key] {
+                switch sources[TextKey(key)] {
                 case .file?: return 0
                 case .environment?: return 1
                 case .flag?: return 2

@@ -1,6 +1,8 @@
 // `linnet help COMMAND`'s option lines, written from the table: one line per key of the
 // command, under its section's heading, with its default (the command's own where it
 // has one) and its old spellings.
+import Wire
+
 extension SettingsTable {
     /// The options of `command`, ready to print (every line ends in a newline).
     public static func optionsHelp(for command: Command, width: Int = 88) -> String {
@@ -27,7 +29,7 @@ extension SettingsTable {
         }
         // Words of the help, then the default and old spellings, each kept whole so a
         // wrap never splits "(default 5)".
-        var words = key.help.split(separator: " ").map(String.init)
+        var words = key.help.split(byte: UInt8(ascii: " ")).map(String.init)
         if let d = key.defaultText(for: command), shown(d, key) { words.append(key.isText ? "(default \"\(d)\")" : "(default \(d))") }
         for a in key.aliases {
             words.append(a.value.map { "(--\(a.flag): \($0))" } ?? "(also --\(a.flag))")
@@ -58,6 +60,6 @@ extension SettingsTable {
 
     /// Whether help says the default: not for "off" booleans (a bare flag says it all).
     static func shown(_ text: String, _ key: Key) -> Bool {
-        !(key.isBoolean && text == "false")
+        !(key.isBoolean && text.bytesEqual("false"))
     }
 }

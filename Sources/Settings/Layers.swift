@@ -15,6 +15,7 @@
 // - Booleans: `true|false|yes|no|on|off|1|0`; on the command line a bare `--fec` is
 //   true, `--no-fec` false, `--fec=false` works; `--fec false` does not (a boolean
 //   flag never eats the next argument).
+import Wire
 
 /// Where a value came from.
 public enum ConfigSource: Sendable, Equatable, CustomStringConvertible {
@@ -93,27 +94,27 @@ extension Config {
     /// Which config file to read: `--config FILE` (or `--config=FILE`), else
     /// `LINNET_CONFIG`, else `defaultPath`. `explicit` is false for the default: the
     /// caller reads it only when it exists, while a named file must exist.
-    public static func configPath(arguments: [String], environment: [String: String]) throws(ConfigError) -> (path: String, explicit: Bool) {
+    public static func configPath(arguments: [String], environment: [TextKey: String]) throws(ConfigError) -> (path: String, explicit: Bool) {
         let flag = "--" + SettingsTable.configKey
         var found: String? = nil
         var i = 0
         while i < arguments.count {
             let a = arguments[i]
-            if a == flag {
+            if a.bytesEqual(flag) {
                 guard i + 1 < arguments.count, !arguments[i + 1].isEmpty else { throw .missingValue(flag: flag) }
                 found = arguments[i + 1]
                 i += 2
                 continue
             }
-            if a.hasPrefix(flag + "=") {
-                let v = String(a.dropFirst(flag.count + 1))
+            if a.startsWithBytes(flag + "=") {
+                let v = String(Substring(a.utf8.dropFirst(flag.utf8.count + 1)))
                 guard !v.isEmpty else { throw .missingValue(flag: flag) }
                 found = v
             }
             i += 1
         }
         if let found { return (found, true) }
-        if let env = environment[environmentName(SettingsTable.configKey)], !env.isEmpty { return (env, true) }
+        if let env = environment[TextKey(environmentName(SettingsTable.configKey))], !env.isEmpty { return (env, true) }
         return (defaultPath, false)
     }
 
@@ -127,7 +128,7 @@ extension Config {
     ///   - arguments: the words after `linnet <command>`.
     ///   - requireRoute: whether one of whip / backend / openai must be set (`run`
     ///     needs one; `check` may not).
-    public static func load(for command: Command = .run, file: (path: String, text: String)?, environment: [String: String],
+    public static func load(for command: Command = .run, file: (path: String, text: String)?, environment: [TextKey: String],
                             arguments: [String], requireRoute: Bool = true) throws(ConfigError) -> Config {
         var config = Config(for: command)
         if command.readsLayers {
@@ -141,7 +142,7 @@ extension Config {
 
     /// Applies a config file's `key = value` lines.
     public mutating func apply(fileText text: String, path: String) throws(ConfigError) {
-        var firstLine: [String: Int] = [:]
+        var firstLine: [TextKey: Int] = [:]
         var lineNumber = 0
         var bytes = Array(text.utf8)
         // A UTF-8 byte order mark from a Windows editor is not part of the first key.
@@ -159,25 +160,29 @@ extension Config {
             let key = string(trimmed(line[line.startIndex..<eq]))
             guard !key.isEmpty else { throw .syntax("missing key before '='", source: source) }
             let value = try Self.parseFileValue(trimmed(line[(eq + 1)...]), source: source)
-            if key == SettingsTable.configKey {
+            if key.bytesEqual(SettingsTable.configKey) {
                 throw .syntax("'config' cannot be set inside the config file (use --config or LINNET_CONFIG)", source: source)
             }
-            guard SettingsTable.layerKeys.contains(key) else { throw .unknownKey(key, source: source, suggestion: Self.suggestion(for: key)) }
-            if let first = firstLine[key] { throw .duplicateKey(key, source: source, firstLine: first) }
-            firstLine[key] = lineNumber
+            guard SettingsTable.layerKeys.containsBytes(equalTo: key) else { throw .unknownKey(key, source: source, suggestion: Self.suggestion(for: key)) }
+            if let first = firstLine[TextKey(key)] { throw .duplicateKey(key, source: source, firstLine: first) }
+            firstLine[TextKey(key)] = lineNumber
             try set(key, value, source: source)
         }
     }
 
     /// Applies `LINNET_KEY` variables (dashes become underscores, upper case), in name
     /// order so the first error reported does not depend on the environment's order.
-    public mutating func apply(environment: [String: String]) throws(ConfigError) {
-        for name in environment.keys.sorted() where name.hasPrefix("LINNET_") {
+    /// Names are ordered and matched by their bytes (POSIX environment names are byte
+    /// strings; for the ASCII names this is the order `sorted()` gave).
+    public mutating func apply(environment: [TextKey: String]) throws(ConfigError) {
+        let names = environment.keys.sorted { $0.text.bytesPrecede($1.text) }
+        for entry in names where entry.text.startsWithBytes("LINNET_") {
+            let name = entry.text
             let key = Self.keyFromEnvironment(name)
-            if key == SettingsTable.configKey { continue }  // read by configPath
-            let value = environment[name] ?? ""
+            if key.bytesEqual(SettingsTable.configKey) { continue }  // read by configPath
+            let value = environment[entry] ?? ""
             let source = ConfigSource.environment(name)
-            guard SettingsTable.layerKeys.contains(key) else {
+            guard SettingsTable.layerKeys.containsBytes(equalTo: key) else {
                 let suggestion = Self.suggestion(for: key).map { Self.environmentName($0) }
                 throw .unknownKey(name, source: source, suggestion: suggestion)
             }
@@ -190,26 +195,26 @@ extension Config {
     public mutating func apply(arguments: [String]) throws(ConfigError) {
         let mine = SettingsTable.keys(for: command)
         func row(_ name: String) -> Key? {
-            for k in mine where k.name == name { return k }
+            for k in mine where k.name.bytesEqual(name) { return k }
             return nil
         }
         var i = 0
         while i < arguments.count {
             let word = arguments[i]
             i += 1
-            guard word.hasPrefix("--"), word.count > 2 else { throw .unexpectedArgument(word) }
-            var name = String(word.dropFirst(2))
+            guard word.startsWithBytes("--"), word.utf8.count > 2 else { throw .unexpectedArgument(word) }
+            var name = String(Substring(word.utf8.dropFirst(2)))
             var inlineValue: String? = nil
-            if let eq = name.firstIndex(of: "=") {
-                inlineValue = String(name[name.index(after: eq)...])
-                name = String(name[..<eq])
+            if let eq = name.firstIndex(ofByte: UInt8(ascii: "=")) {
+                inlineValue = String(name.bytes(from: name.utf8.index(after: eq), to: name.endIndex))
+                name = String(name.bytes(from: name.startIndex, to: eq))
             }
             let flag = "--" + name
             // An old spelling: the key it stands for, and the value where it has one.
             var key = row(name)
             if key == nil {
                 for k in mine {
-                    for a in k.aliases where a.flag == name {
+                    for a in k.aliases where a.flag.bytesEqual(name) {
                         key = k
                         if let v = a.value {
                             guard inlineValue == nil else { throw .unexpectedArgument(word) }
@@ -218,7 +223,7 @@ extension Config {
                     }
                 }
             }
-            if key?.name == SettingsTable.configKey {
+            if let key, key.name.bytesEqual(SettingsTable.configKey) {
                 // Read by configPath; skip its value here.
                 if inlineValue == nil { i += 1 }
                 continue
@@ -227,7 +232,7 @@ extension Config {
                 try set(key.name, inlineValue ?? "true", source: .flag(flag))
                 continue
             }
-            if key == nil, name.hasPrefix("no-"), inlineValue == nil, let negated = row(String(name.dropFirst(3))), negated.isBoolean {
+            if key == nil, name.startsWithBytes("no-"), inlineValue == nil, let negated = row(String(Substring(name.utf8.dropFirst(3)))), negated.isBoolean {
                 try set(negated.name, "false", source: .flag(flag))
                 continue
             }
@@ -240,7 +245,7 @@ extension Config {
                 try set(key.name, inlineValue, source: .flag(flag))
             } else {
                 // `--ptt --seconds 5`: the next word is a flag, not ptt's value.
-                guard i < arguments.count, !arguments[i].hasPrefix("--") else { throw .missingValue(flag: flag) }
+                guard i < arguments.count, !arguments[i].startsWithBytes("--") else { throw .missingValue(flag: flag) }
                 try set(key.name, arguments[i], source: .flag(flag))
                 i += 1
             }
@@ -252,13 +257,13 @@ extension Config {
         guard let key = SettingsTable.key(name) else { throw .unknownKey(name, source: source, suggestion: Self.suggestion(for: name)) }
         if value.isEmpty {
             reset(key)
-            sources[name] = nil
+            sources[TextKey(name)] = nil
             return
         }
         guard key.assign(&self, value) else {
             throw .badValue(key: name, value: value, expected: key.expected, source: source)
         }
-        sources[name] = source
+        sources[TextKey(name)] = source
     }
 
     // MARK: Names

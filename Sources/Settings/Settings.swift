@@ -141,7 +141,7 @@ public struct Key: Sendable {
                          aliases: [Alias] = [], example: String? = nil, _ help: String,
                          set: @escaping @Sendable (inout Config, T) -> Void) -> Key {
         // A boolean's example is the value it does not default to.
-        let other = kind.isBoolean && defaultText == "true" ? "false" : nil
+        let other = kind.isBoolean && defaultText.bytesEqual("true") ? "false" : nil
         return row(name, kind, section, commands, defaultText, commandDefaults, aliases, example ?? other, help, set: set, clear: { _ in })
     }
 
@@ -162,9 +162,9 @@ public struct Key: Sendable {
 }
 
 public enum SettingsTable {
-    /// The row named `name`.
+    /// The row named `name` (byte for byte: key names are ASCII, Wire/Text.swift).
     public static func key(_ name: String) -> Key? {
-        for k in rows where k.name == name { return k }
+        for k in rows where k.name.bytesEqual(name) { return k }
         return nil
     }
 
@@ -172,7 +172,9 @@ public enum SettingsTable {
     public static func keys(for command: Command) -> [Key] { rows.filter { $0.commands.has(command) } }
 
     /// The keys of the config file and `LINNET_*`: `run`'s, less `config` itself.
-    static let layerKeys: [String] = rows.filter { $0.commands.has(.run) && $0.name != configKey }.map { $0.name }
+    /// In table order (suggestions prefer the first of equally near keys); compared byte
+    /// for byte (`containsBytes(equalTo:)`, Wire/Text.swift).
+    static let layerKeys: [String] = rows.filter { $0.commands.has(.run) && !$0.name.bytesEqual(configKey) }.map { $0.name }
 
     /// The key that names the config file (read before the layers, by `Config.configPath`).
     static let configKey = "config"

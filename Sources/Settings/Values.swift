@@ -108,7 +108,8 @@ extension Parser where Value == Double {
 }
 
 extension Parser where Value: RawRepresentable & CaseIterable & Sendable, Value.RawValue == String {
-    /// One of an enum's raw values, any case (`hold|toggle|open`).
+    /// One of an enum's raw values, any case (`hold|toggle|open`), matched byte for byte
+    /// after ASCII folding (`init(rawValue:)` would compare as Unicode text, Wire/Text.swift).
     static var oneOf: Parser {
         var list = "", bar = ""
         for (i, c) in Value.allCases.enumerated() {
@@ -116,7 +117,10 @@ extension Parser where Value: RawRepresentable & CaseIterable & Sendable, Value.
             bar += (i == 0 ? "" : "|") + c.rawValue
         }
         let last = Value.allCases.reversed().first?.rawValue ?? ""
-        return Parser(metavar: bar, expected: "one of \(list)", example: last) { Value(rawValue: lowercasedASCII($0)) }
+        return Parser(metavar: bar, expected: "one of \(list)", example: last) { v in
+            let word = lowercasedASCII(v)
+            return Value.allCases.first { $0.rawValue.bytesEqual(word) }
+        }
     }
 }
 
@@ -165,7 +169,7 @@ extension Parser where Value == CaptureChannel {
     /// `mix` or a channel number (0 is the left of a stereo HAT).
     static var captureChannel: Parser {
         Parser(metavar: "mix|K", expected: "'mix' or a channel number from 0 to 31", example: "1") { v in
-            if v == "mix" { return .mix }
+            if v.bytesEqual("mix") { return .mix }
             guard let n = wholeNumber(v), n <= 31 else { return nil }
             return .index(n)
         }
@@ -178,7 +182,7 @@ extension Parser {
     static func list<Element>(of element: Parser<Element>, metavar: String, expected: String, example: String) -> Parser<[Element]> {
         Parser<[Element]>(metavar: metavar, expected: expected, example: example) { v in
             var out: [Element] = []
-            for part in v.split(separator: ",", omittingEmptySubsequences: false) {
+            for part in v.split(byte: UInt8(ascii: ","), omittingEmptySubsequences: false) {
                 let text = string(trimmed(ArraySlice(part.utf8)))
                 guard !text.isEmpty, let e = element.parse(text) else { return nil }
                 out.append(e)
@@ -227,10 +231,6 @@ func trimmed(_ s: ArraySlice<UInt8>) -> ArraySlice<UInt8> {
 
 func string(_ s: ArraySlice<UInt8>) -> String { String(decoding: s, as: UTF8.self) }
 
-func lowercasedASCII(_ s: String) -> String {
-    String(decoding: s.utf8.map { $0 >= 65 && $0 <= 90 ? $0 + 32 : $0 }, as: UTF8.self)
-}
-
 /// Digits only, at most 10 of them (so the value fits whatever range a key has).
 func wholeNumber(_ value: String) -> Int? {
     var n = 0
@@ -272,29 +272,17 @@ func decimalNumber(_ value: String) -> Double? {
 
 func parseGPIOLine(_ value: String) -> GPIOLine? {
     guard value.utf8.allSatisfy({ $0 > 32 && $0 != 127 }) else { return nil }
-    guard let colon = value.lastIndex(of: ":") else { return .name(value) }
-    let chip = String(value[..<colon])
-    guard !chip.isEmpty, let offset = wholeNumber(String(value[value.index(after: colon)...])), offset <= 1023 else { return nil }
+    guard let colon = value.lastIndex(ofByte: UInt8(ascii: ":")) else { return .name(value) }
+    let chip = String(value.bytes(from: value.startIndex, to: colon))
+    guard !chip.isEmpty, let offset = wholeNumber(String(value.bytes(from: value.utf8.index(after: colon), to: value.endIndex))),
+          offset <= 1023 else { return nil }
     return .chip(chip, offset: offset)
 }
 
 func parseHostPort(_ value: String) -> HostPort? {
     var text = Substring(value)
-    if lowercasedASCII(String(text.prefix(5))) == "stun:" { text = text.dropFirst(5) }
-    let host: Substring
-    let portText: Substring
-    if text.hasPrefix("[") {
-        guard let close = text.firstIndex(of: "]") else { return nil }
-        host = text[text.index(after: text.startIndex)..<close]
-        let after = text[text.index(after: close)...]
-        guard after.hasPrefix(":") else { return nil }
-        portText = after.dropFirst()
-    } else {
-        guard let colon = text.lastIndex(of: ":") else { return nil }
-        host = text[..<colon]
-        guard !host.contains(":") else { return nil }
-        portText = text[text.index(after: colon)...]
-    }
+    if asciiEqualIgnoringCase(Substring(text.utf8.prefix(5)), "stun:") { text = Substring(text.utf8.dropFirst(5)) }
+    guard let (host, portText) = splitHostPort(text) else { return nil }
     guard !host.isEmpty, host.utf8.allSatisfy({ $0 > 32 && $0 != 127 && $0 != 47 }) else { return nil }
     guard let port = wholeNumber(String(portText)), (1...65_535).contains(port) else { return nil }
     return HostPort(host: String(host), port: UInt16(port))

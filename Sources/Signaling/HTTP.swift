@@ -36,19 +36,17 @@ public struct HTTPHeaders: Sendable, Equatable {
     }
 
     public static func == (a: HTTPHeaders, b: HTTPHeaders) -> Bool {
-        a.fields.count == b.fields.count && zip(a.fields, b.fields).allSatisfy { $0.name == $1.name && $0.value == $1.value }
+        a.fields.count == b.fields.count && zip(a.fields, b.fields).allSatisfy { $0.name.bytesEqual($1.name) && $0.value.bytesEqual($1.value) }
     }
 
     /// The first value of `name`.
     public subscript(name: String) -> String? {
-        let key = lowercased(name)
-        return fields.first { lowercased($0.name) == key }?.value
+        fields.first { asciiEqualIgnoringCase($0.name, name) }?.value
     }
 
     /// Every value of `name` (e.g. several `Link` fields).
     public func values(_ name: String) -> [String] {
-        let key = lowercased(name)
-        return fields.filter { lowercased($0.name) == key }.map { $0.value }
+        fields.filter { asciiEqualIgnoringCase($0.name, name) }.map { $0.value }
     }
 
     public mutating func add(_ name: String, _ value: String) {
@@ -57,16 +55,8 @@ public struct HTTPHeaders: Sendable, Equatable {
 
     /// Removes every field called `name`.
     public mutating func remove(_ name: String) {
-        let key = lowercased(name)
-        fields.removeAll { lowercased($0.name) == key }
+        fields.removeAll { asciiEqualIgnoringCase($0.name, name) }
     }
-}
-
-/// ASCII lowercase (header names and schemes are ASCII; no Unicode tables needed).
-func lowercased(_ s: String) -> String {
-    var bytes = Array(s.utf8)
-    for i in bytes.indices where bytes[i] >= 65 && bytes[i] <= 90 { bytes[i] += 32 }
-    return String(decoding: bytes, as: UTF8.self)
 }
 
 /// An absolute http or https URL split into what a request needs.
@@ -88,41 +78,42 @@ public struct HTTPURL: Sendable, Equatable, CustomStringConvertible {
     /// User info and fragments are refused or dropped (credentials go in headers).
     public init(_ text: String) throws(HTTPError) {
         guard HTTPURL.usable(text) else { throw .badURL(text) }
-        let lower = lowercased(text)
+        let lower = lowercasedASCII(text)
         let rest: Substring
-        if lower.hasPrefix("http://") {
+        if lower.startsWithBytes("http://") {
             secure = false
-            rest = text.dropFirst(7)
-        } else if lower.hasPrefix("https://") {
+            rest = Substring(text.utf8.dropFirst(7))
+        } else if lower.startsWithBytes("https://") {
             secure = true
-            rest = text.dropFirst(8)
+            rest = Substring(text.utf8.dropFirst(8))
         } else {
             throw .badURL(text)
         }
-        let slash = rest.firstIndex(of: "/") ?? rest.endIndex
-        var authority = rest[..<slash]
-        var path = String(rest[slash...])
-        if let hash = path.firstIndex(of: "#") { path = String(path[..<hash]) }
+        // RFC 3986 §3: the delimiters are ASCII octets, found and cut as bytes.
+        let slash = rest.firstIndex(ofByte: UInt8(ascii: "/")) ?? rest.endIndex
+        var authority = rest.bytes(from: rest.startIndex, to: slash)
+        var path = String(rest.bytes(from: slash, to: rest.endIndex))
+        if let hash = path.firstIndex(ofByte: UInt8(ascii: "#")) { path = String(path.bytes(from: path.startIndex, to: hash)) }
         if path.isEmpty { path = "/" }
-        if path.hasPrefix("?") { path = "/" + path }
-        guard !authority.isEmpty, !authority.contains("@") else { throw .badURL(text) }
+        if path.startsWithBytes("?") { path = "/" + path }
+        guard !authority.isEmpty, !authority.containsByte(UInt8(ascii: "@")) else { throw .badURL(text) }
         var portNumber: UInt16 = secure ? 443 : 80
-        if authority.hasPrefix("[") {
-            guard let close = authority.firstIndex(of: "]") else { throw .badURL(text) }
-            let after = authority[authority.index(after: close)...]
-            if after.hasPrefix(":") {
-                guard let p = UInt16(after.dropFirst()), p > 0 else { throw .badURL(text) }
+        if authority.startsWithBytes("[") {
+            guard let close = authority.firstIndex(ofByte: UInt8(ascii: "]")) else { throw .badURL(text) }
+            let after = authority.bytes(from: authority.utf8.index(after: close), to: authority.endIndex)
+            if after.startsWithBytes(":") {
+                guard let p = UInt16(Substring(after.utf8.dropFirst())), p > 0 else { throw .badURL(text) }
                 portNumber = p
             } else if !after.isEmpty {
                 throw .badURL(text)
             }
-            authority = authority[authority.index(after: authority.startIndex)..<close]
-        } else if let colon = authority.lastIndex(of: ":") {
-            guard let p = UInt16(authority[authority.index(after: colon)...]), p > 0 else { throw .badURL(text) }
+            authority = authority.bytes(from: authority.utf8.index(after: authority.startIndex), to: close)
+        } else if let colon = authority.lastIndex(ofByte: UInt8(ascii: ":")) {
+            guard let p = UInt16(authority.bytes(from: authority.utf8.index(after: colon), to: authority.endIndex)), p > 0 else { throw .badURL(text) }
             portNumber = p
-            authority = authority[..<colon]
+            authority = authority.bytes(from: authority.startIndex, to: colon)
         }
-        guard !authority.isEmpty, !authority.contains(" ") else { throw .badURL(text) }
+        guard !authority.isEmpty, !authority.containsByte(UInt8(ascii: " ")) else { throw .badURL(text) }
         host = String(authority)
         port = portNumber
         target = path
@@ -130,7 +121,7 @@ public struct HTTPURL: Sendable, Equatable, CustomStringConvertible {
 
     /// The `Host` header value (port only when not the default).
     public var hostHeader: String {
-        let h = host.contains(":") ? "[\(host)]" : host
+        let h = host.containsByte(UInt8(ascii: ":")) ? "[\(host)]" : host
         return port == (secure ? 443 : 80) ? h : "\(h):\(port)"
     }
 
@@ -147,16 +138,16 @@ public struct HTTPURL: Sendable, Equatable, CustomStringConvertible {
     /// Resolves a `Location` value (absolute, or a path relative to this URL's origin).
     public func resolving(_ location: String) throws(HTTPError) -> HTTPURL {
         guard HTTPURL.usable(location) else { throw .badURL(location) }
-        let lower = lowercased(location)
-        if lower.hasPrefix("http://") || lower.hasPrefix("https://") { return try HTTPURL(location) }
-        if location.hasPrefix("//") { return try HTTPURL((secure ? "https:" : "http:") + location) }
+        let lower = lowercasedASCII(location)
+        if lower.startsWithBytes("http://") || lower.startsWithBytes("https://") { return try HTTPURL(location) }
+        if location.startsWithBytes("//") { return try HTTPURL((secure ? "https:" : "http:") + location) }
         var copy = self
-        if location.hasPrefix("/") {
+        if location.startsWithBytes("/") {
             copy.target = location
         } else {
             // Relative to the current path's directory (RFC 3986 §5.2.3, without dot segments).
-            let base = target.split(separator: "?", maxSplits: 1, omittingEmptySubsequences: false)[0]
-            let dir = base.lastIndex(of: "/").map { base[...$0] } ?? "/"
+            let base = target.split(byte: UInt8(ascii: "?"), maxSplits: 1, omittingEmptySubsequences: false)[0]
+            let dir = base.lastIndex(ofByte: UInt8(ascii: "/")).map { base.bytes(from: base.startIndex, to: base.utf8.index(after: $0)) } ?? "/"
             copy.target = String(dir) + location
         }
         return copy
@@ -182,7 +173,8 @@ public struct HTTPRequest: Sendable {
     public func serialize() -> [UInt8] {
         var head = "\(method) \(url.target) HTTP/1.1\r\nHost: \(url.hostHeader)\r\n"
         for field in headers.fields { head += "\(field.name): \(field.value)\r\n" }
-        if !body.isEmpty || method == "POST" || method == "PUT" || method == "PATCH" {
+        // Methods are case-sensitive (RFC 9110 §9.1): compared byte for byte.
+        if !body.isEmpty || method.bytesEqual("POST") || method.bytesEqual("PUT") || method.bytesEqual("PATCH") {
             head += "Content-Length: \(body.count)\r\n"
         }
         head += "\r\n"
@@ -279,11 +271,12 @@ struct HTTPMessageParser {
                 if startLine.isEmpty {
                     if line.isEmpty { continue }  // tolerate blank lines before the start line
                     let text = String(decoding: line.prefix(80), as: UTF8.self)
-                    startLine = String(decoding: line, as: UTF8.self).split(separator: " ", maxSplits: 2, omittingEmptySubsequences: false).map(String.init)
+                    // RFC 9112 §3, §4: start-line fields are octets separated by SP.
+                    startLine = String(decoding: line, as: UTF8.self).split(byte: UInt8(ascii: " "), maxSplits: 2, omittingEmptySubsequences: false).map(String.init)
                     let valid = isResponse
-                        ? startLine.count >= 2 && startLine[0].hasPrefix("HTTP/1.") && startLine[1].utf8.count == 3
+                        ? startLine.count >= 2 && startLine[0].startsWithBytes("HTTP/1.") && startLine[1].utf8.count == 3
                             && (Int(startLine[1]).map { (100...599).contains($0) } ?? false)
-                        : startLine.count == 3 && startLine[2].hasPrefix("HTTP/1.")
+                        : startLine.count == 3 && startLine[2].startsWithBytes("HTTP/1.")
                     guard valid else { throw .malformed("bad \(isResponse ? "status" : "request") line '\(text)'") }
                     continue
                 }
@@ -295,7 +288,7 @@ struct HTTPMessageParser {
                     throw .malformed("header line without a colon")
                 }
                 let name = String(decoding: line[0..<colon], as: UTF8.self)
-                guard !name.contains(" ") else { throw .malformed("space in a header name") }
+                guard !name.containsByte(UInt8(ascii: " ")) else { throw .malformed("space in a header name") }
                 let value = trim(line[(colon + 1)...])
                 headers.add(name, value)
             }
@@ -324,8 +317,9 @@ struct HTTPMessageParser {
         if isResponse && noBody(status) {
             framing = .none
         } else if let te = headers["Transfer-Encoding"] {
-            // RFC 9112 §6.1: chunked must be the final coding; we accept no others.
-            guard lowercased(te).trimmingSpaces == "chunked" else { throw .unsupportedTransferEncoding(te) }
+            // RFC 9112 §6.1: chunked must be the final coding; we accept no others. Coding
+            // names are case-insensitive (RFC 9112 §7): ASCII-lowercased, then bytes.
+            guard lowercasedASCII(te).trimmingSpaces.bytesEqual("chunked") else { throw .unsupportedTransferEncoding(te) }
             framing = .chunked
         } else if let cl = headers["Content-Length"] {
             guard let n = Int(cl.trimmingSpaces), n >= 0 else { throw .malformed("bad Content-Length '\(cl)'") }
@@ -393,7 +387,7 @@ struct HTTPMessageParser {
                 // Not omitting empty pieces: an empty size line must give one empty field
                 // (refused below), not an empty array (a trap found by fuzz_http_request).
                 let sizeText = String(decoding: line, as: UTF8.self)
-                    .split(separator: ";", maxSplits: 1, omittingEmptySubsequences: false)[0].trimmingSpaces
+                    .split(byte: UInt8(ascii: ";"), maxSplits: 1, omittingEmptySubsequences: false)[0].trimmingSpaces
                 guard let size = Int(sizeText, radix: 16), size >= 0, sizeText.utf8.count <= 8 else {
                     throw .malformed("bad chunk size '\(sizeText)'")
                 }
@@ -409,11 +403,12 @@ struct HTTPMessageParser {
 }
 
 extension StringProtocol {
+    /// Without leading and trailing OWS: SP and HTAB octets (RFC 9110 §5.6.3).
     var trimmingSpaces: String {
-        var s = Substring(self)
-        while s.first == " " || s.first == "\t" { s = s.dropFirst() }
-        while s.last == " " || s.last == "\t" { s = s.dropLast() }
-        return String(s)
+        var s = Substring(self).utf8[...]
+        while let b = s.first, b == 32 || b == 9 { s = s.dropFirst() }
+        while let b = s.last, b == 32 || b == 9 { s = s.dropLast() }
+        return String(Substring(s))
     }
 }
 

@@ -20,19 +20,21 @@ public enum HTTPDate {
     /// to be more than 50 years in the future is the most recent past year with those
     /// two digits.
     public static func parse(_ text: String, now: Int64 = 0) -> Int64? {
-        let tokens = text.split(separator: " ", omittingEmptySubsequences: true).map { lowercased(String($0)) }
+        // Month and day names match case-insensitively (RFC 9110 §5.6.7): tokens are
+        // ASCII-lowercased, then compared byte for byte.
+        let tokens = text.split(byte: UInt8(ascii: " "), omittingEmptySubsequences: true).map { lowercasedASCII(String($0)) }
         switch tokens.count {
         case 6:
             // IMF-fixdate: day-name "," SP date1 SP time-of-day SP GMT, date1 = 2DIGIT SP month SP 4DIGIT
-            guard tokens[0].hasSuffix(","), shortDays.contains(String(tokens[0].dropLast())), tokens[5] == "gmt",
+            guard tokens[0].endsWithBytes(","), shortDays.containsBytes(equalTo: Substring(tokens[0].utf8.dropLast())), tokens[5].bytesEqual("gmt"),
                   tokens[1].utf8.count == 2, tokens[3].utf8.count == 4,
                   let day = digits(tokens[1]), let month = month(tokens[2]), let year = digits(tokens[3])
             else { return nil }
             return assemble(year: year, month: month, day: day, time: tokens[4])
         case 4:
             // rfc850-date: day-name-l "," SP date2 SP time-of-day SP GMT, date2 = 2DIGIT "-" month "-" 2DIGIT
-            guard tokens[0].hasSuffix(","), longDays.contains(String(tokens[0].dropLast())), tokens[3] == "gmt" else { return nil }
-            let parts = tokens[1].split(separator: "-", omittingEmptySubsequences: false).map(String.init)
+            guard tokens[0].endsWithBytes(","), longDays.containsBytes(equalTo: Substring(tokens[0].utf8.dropLast())), tokens[3].bytesEqual("gmt") else { return nil }
+            let parts = tokens[1].split(byte: UInt8(ascii: "-"), omittingEmptySubsequences: false).map(String.init)
             guard parts.count == 3, parts[0].utf8.count == 2, parts[2].utf8.count == 2,
                   let day = digits(parts[0]), let month = month(parts[1]), let yy = digits(parts[2])
             else { return nil }
@@ -44,7 +46,7 @@ public enum HTTPDate {
         case 5:
             // asctime-date: day-name SP month SP day SP time-of-day SP year, where the
             // day is "SP 1DIGIT" or 2DIGIT (the padding space vanished in the split).
-            guard shortDays.contains(tokens[0]), let month = month(tokens[1]),
+            guard shortDays.containsBytes(equalTo: tokens[0]), let month = month(tokens[1]),
                   (1...2).contains(tokens[2].utf8.count), tokens[4].utf8.count == 4,
                   let day = digits(tokens[2]), let year = digits(tokens[4])
             else { return nil }
@@ -56,7 +58,7 @@ public enum HTTPDate {
 
     /// `HH:MM:SS` plus the date, range-checked (second 60 tolerated for a leap second).
     static func assemble(year: Int64, month: Int64, day: Int64, time: String) -> Int64? {
-        let hms = time.split(separator: ":", omittingEmptySubsequences: false).map(String.init)
+        let hms = time.split(byte: UInt8(ascii: ":"), omittingEmptySubsequences: false).map(String.init)
         guard hms.count == 3, hms.allSatisfy({ $0.utf8.count == 2 }),
               let h = digits(hms[0]), let m = digits(hms[1]), let s = digits(hms[2]),
               h <= 23, m <= 59, s <= 60, year >= 1, day >= 1, day <= daysIn(month: month, year: year)
@@ -73,7 +75,7 @@ public enum HTTPDate {
     }
 
     static func month(_ name: String) -> Int64? {
-        months.firstIndex(of: name).map { Int64($0) + 1 }
+        months.firstIndex { $0.bytesEqual(name) }.map { Int64($0) + 1 }
     }
 
     /// A run of 1–9 ASCII digits (no sign, no spaces), else nil.
@@ -124,7 +126,10 @@ extension HTTPResponse {
     /// `x-should-retry: true|false`: the server's own word on whether a retry can help
     /// (OpenAI's SDKs obey it before looking at the status). Nil when absent or other.
     public var shouldRetry: Bool? {
-        switch headers["x-should-retry"]?.trimmingSpaces {
+        // Unwrapped first: a `switch` over the String itself matches through Wire's
+        // byte-wise `~=`; over a `String?` it would take the generic Equatable one.
+        guard let value = headers["x-should-retry"]?.trimmingSpaces else { return nil }
+        switch value {
         case "true": return true
         case "false": return false
         default: return nil
@@ -134,7 +139,7 @@ extension HTTPResponse {
     /// "1.5" (or "250") in units of `scale` nanoseconds, as a Duration: digits, at most
     /// one '.', at most 9 digits each side (clamped to `maxRetryAfter`). Nil otherwise.
     static func decimalNanoseconds(_ s: String, scale: Int64) -> Duration? {
-        let parts = s.split(separator: ".", maxSplits: 2, omittingEmptySubsequences: false)
+        let parts = s.split(byte: UInt8(ascii: "."), maxSplits: 2, omittingEmptySubsequences: false)
         guard parts.count <= 2, let whole = parts.first, !whole.isEmpty || parts.count == 2 else { return nil }
         guard whole.utf8.allSatisfy({ $0 >= 48 && $0 <= 57 }), whole.utf8.count <= 9 else {
             return whole.utf8.allSatisfy({ $0 >= 48 && $0 <= 57 }) ? maxRetryAfter : nil

@@ -8,6 +8,7 @@
 /// followed (the offer, and on the same origin the token, would cross the network in
 /// the clear), and a `Location` with a scheme other than http(s) is refused rather than
 /// read as a relative path.
+import Wire
 
 /// An origin (RFC 6454 §4): scheme, host in ASCII lower case, port.
 public struct HTTPOrigin: Sendable, Equatable, CustomStringConvertible {
@@ -15,8 +16,14 @@ public struct HTTPOrigin: Sendable, Equatable, CustomStringConvertible {
     public let host: String
     public let port: UInt16
 
+    /// Same scheme, host and port (RFC 6454 §5): the host is already ASCII lower case,
+    /// so it compares byte for byte.
+    public static func == (a: HTTPOrigin, b: HTTPOrigin) -> Bool {
+        a.secure == b.secure && a.port == b.port && a.host.bytesEqual(b.host)
+    }
+
     public var description: String {
-        (secure ? "https://" : "http://") + (host.contains(":") ? "[\(host)]" : host) + ":" + String(port)
+        (secure ? "https://" : "http://") + (host.containsByte(UInt8(ascii: ":")) ? "[\(host)]" : host) + ":" + String(port)
     }
 }
 
@@ -39,12 +46,13 @@ public enum RedirectRefusal: Error, Sendable, Equatable, CustomStringConvertible
 }
 
 extension HTTPURL {
-    public var origin: HTTPOrigin { HTTPOrigin(secure: secure, host: lowercased(host), port: port) }
+    public var origin: HTTPOrigin { HTTPOrigin(secure: secure, host: lowercasedASCII(host), port: port) }
 
     /// The URL a redirect's `Location` leads to (RFC 9110 §10.2.2: absolute, or
     /// relative to this URL), or why it is not followed.
     public func redirect(to location: String) throws(RedirectRefusal) -> HTTPURL {
-        if let scheme = HTTPURL.scheme(of: location), scheme != "http", scheme != "https" {
+        // `scheme(of:)` lower-cases it (schemes are case-insensitive, RFC 3986 §3.1).
+        if let scheme = HTTPURL.scheme(of: location), !scheme.bytesEqual("http"), !scheme.bytesEqual("https") {
             throw .notHTTP(location)
         }
         let next: HTTPURL
@@ -58,7 +66,7 @@ extension HTTPURL {
     static func scheme(of reference: String) -> String? {
         var scheme: [UInt8] = []
         for c in reference.utf8 {
-            if c == UInt8(ascii: ":") { return scheme.isEmpty ? nil : lowercased(String(decoding: scheme, as: UTF8.self)) }
+            if c == UInt8(ascii: ":") { return scheme.isEmpty ? nil : lowercasedASCII(String(decoding: scheme, as: UTF8.self)) }
             let alpha = (c >= 0x41 && c <= 0x5A) || (c >= 0x61 && c <= 0x7A)
             let other = (c >= 0x30 && c <= 0x39) || c == UInt8(ascii: "+") || c == UInt8(ascii: "-") || c == UInt8(ascii: ".")
             guard alpha || (!scheme.isEmpty && other) else { return nil }

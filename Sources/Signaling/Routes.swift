@@ -94,8 +94,8 @@ public enum RoutePath {
     /// `base`'s path (query dropped, trailing slashes folded) + "/" + `tail`.
     public static func join(_ base: String, _ tail: String) -> String {
         var b = Substring(base)
-        if let q = b.firstIndex(of: "?") { b = b[..<q] }
-        while b.hasSuffix("/") { b = b.dropLast() }
+        if let q = b.firstIndex(ofByte: UInt8(ascii: "?")) { b = b.bytes(from: b.startIndex, to: q) }
+        while b.endsWithBytes("/") { b = Substring(b.utf8.dropLast()) }
         return String(b) + "/" + tail
     }
 }
@@ -149,12 +149,13 @@ public struct ICEServerLink: Equatable, Sendable {
             for p in parts.dropFirst() {
                 let param = trim(p)
                 guard let eq = param.firstIndex(of: UInt8(ascii: "=")) else { continue }
-                let name = lowercased(String(decoding: trim(Array(param[..<eq])), as: UTF8.self))
+                let name = lowercasedASCII(String(decoding: trim(Array(param[..<eq])), as: UTF8.self))
                 let value = unquote(trim(Array(param[(eq + 1)...])))
                 switch name {
                 case "rel":
-                    // rel may list several types (RFC 8288 §3.3).
-                    rel = value.split(separator: " ").contains { lowercased(String($0)) == "ice-server" }
+                    // rel may list several types (RFC 8288 §3.3), compared ASCII
+                    // case-insensitively (§2.1.1).
+                    rel = value.split(byte: UInt8(ascii: " ")).contains { asciiEqualIgnoringCase($0, "ice-server") }
                 case "username": server.username = value
                 case "credential": server.credential = value
                 default: break
@@ -324,7 +325,7 @@ public enum RouteClient {
                                     hangupURL: HTTPURL?, device: BearerCredential?) -> HTTPRequest? {
         guard let resource = answer?.resource else { return nil }
         if let hangupURL {
-            let id = resource.target.split(separator: "/").last.map(String.init) ?? ""
+            let id = resource.target.split(byte: UInt8(ascii: "/")).last.map(String.init) ?? ""
             guard !id.isEmpty else { return nil }
             let body: JSONValue = ["call_id": .string(id)]
             return HTTPRequest(method: "POST", url: hangupURL, headers: headers(RouteMediaType.json, device, hangupURL), body: body.serialized())
@@ -438,7 +439,7 @@ public enum RouteClient {
         } else {
             return .refused("the backend's voice id is not a string or a whole number: no close request will be sent")
         }
-        let ok = !text.isEmpty && text.utf8.count <= 128 && text != "." && text != ".." && text.utf8.allSatisfy { isUnreserved($0) }
+        let ok = !text.isEmpty && text.utf8.count <= 128 && !text.bytesEqual(".") && !text.bytesEqual("..") && text.utf8.allSatisfy { isUnreserved($0) }
         guard ok else {
             return .refused("the backend's voice id is unusable in a URL path (only A-Z a-z 0-9 - . _ ~, at most 128): no close request will be sent")
         }
@@ -499,11 +500,12 @@ public enum RouteClient {
         }
         let message = "\(who) answered \(r.status) \(redact(r.reason)): \(said)"
         let code = body?.code ?? body?.type
-        if r.status == 403, code == "unsupported_country_region_territory" {
+        // Error codes are protocol tokens: compared byte for byte.
+        if r.status == 403, code?.bytesEqual("unsupported_country_region_territory") == true {
             return .region("\(message) — the provider does not serve this country or region; the token is not the problem")
         }
         if r.status == 401 || r.status == 403 { return .unauthorized(message) }
-        if r.status == 429, code == "insufficient_quota" || body?.type == "insufficient_quota" {
+        if r.status == 429, code?.bytesEqual("insufficient_quota") == true || body?.type?.bytesEqual("insufficient_quota") == true {
             return .quota("\(message) — the account is out of quota (check its plan and billing); this is not a rate limit")
         }
         if let delay = r.retryAfter(now: now) { return .retryAfter(delay, message) }
@@ -529,9 +531,9 @@ public enum RouteClient {
     /// the next rotation).
     public static func pinsApply(to url: HTTPURL, route: Route) -> Bool {
         switch route {
-        case .whip(let endpoint): return url.host == endpoint.host
-        case .backend(let base, _): return url.host == base.host
-        case .openai(_, let tokenURL): return url.host == tokenURL.host
+        case .whip(let endpoint): return url.host.bytesEqual(endpoint.host)
+        case .backend(let base, _): return url.host.bytesEqual(base.host)
+        case .openai(_, let tokenURL): return url.host.bytesEqual(tokenURL.host)
         }
     }
 
@@ -569,14 +571,15 @@ public enum RouteServer {
 
     /// What the request asks for, or the response that refuses it.
     public static func parse(method: String, target: String, headers: HTTPHeaders, body: [UInt8]) -> Parsed {
-        let path = target.split(separator: "?", maxSplits: 1, omittingEmptySubsequences: false)[0]
-        let parts = path.split(separator: "/").map(String.init)
-        func contentType(_ type: String) -> Bool { headers["Content-Type"].map { lowercased($0).hasPrefix(type) } ?? false }
+        let path = target.split(byte: UInt8(ascii: "?"), maxSplits: 1, omittingEmptySubsequences: false)[0]
+        let parts = path.split(byte: UInt8(ascii: "/")).map(String.init)
+        // Media types are case-insensitive (RFC 9110 §8.3.1): ASCII-lowercased, then bytes.
+        func contentType(_ type: String) -> Bool { headers["Content-Type"].map { lowercasedASCII($0).startsWithBytes(type) } ?? false }
         // Matched from the end, so a backend mounted under a prefix (`/api/voice/…`) works.
         let n = parts.count
-        let isOffer = n >= 2 && parts[n - 2] == RoutePath.voice
-        let isClose = n >= 4 && parts[n - 4] == RoutePath.voice && parts[n - 1] == RoutePath.close
-        let isResource = n >= 2 && parts[n - 2] == RoutePath.whip
+        let isOffer = n >= 2 && parts[n - 2].bytesEqual(RoutePath.voice)
+        let isClose = n >= 4 && parts[n - 4].bytesEqual(RoutePath.voice) && parts[n - 1].bytesEqual(RoutePath.close)
+        let isResource = n >= 2 && parts[n - 2].bytesEqual(RoutePath.whip)
         switch method {
         case "POST" where isClose:
             return .request(.backendClose(chat: parts[n - 3], id: parts[n - 2]))

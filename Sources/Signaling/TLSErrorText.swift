@@ -4,13 +4,14 @@
 // verify are `TLSError.certificateRejected`, which names its reasons already.
 import CMbedTLS
 import DTLS
+import Wire
 
 extension TLSError {
     /// "TLS handshake: <words> (-0x7200)", or "TLS: <call>: <mbedtls text> (-0x…)".
     func describeProtocolError(call: String, code: Int32) -> String {
         let hex = "-0x" + String(UInt32(bitPattern: 0 &- code), radix: 16)
         guard let words = TLSError.words(code) else { return "TLS: \(call): \(mbedtlsText(code)) (\(hex))" }
-        return (call == "mbedtls_ssl_handshake" ? "TLS handshake: " : "TLS connection: ") + words + " (\(hex))"
+        return (call.bytesEqual("mbedtls_ssl_handshake") ? "TLS handshake: " : "TLS connection: ") + words + " (\(hex))"
     }
 
     /// The common codes (mbedtls 2.28 `ssl.h`, `x509.h`). We offer TLS 1.2 only, ECDHE

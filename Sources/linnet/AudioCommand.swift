@@ -52,7 +52,7 @@ enum AudioCommand {
             if offline {
                 throw CLIFailure(.usage, "audio: --far-end is what a speaker plays live; offline, give the speaker's file as --reference SPEAKER.wav")
             }
-            if config.output != nil || config.playback == "none" {
+            if config.output != nil || config.playback.bytesEqual("none") {
                 throw CLIFailure(.usage, "audio: --far-end is what the speaker plays: give a playback device (--playback PCM), not --output or playback none")
             }
         }
@@ -60,7 +60,8 @@ enum AudioCommand {
             if offline {
                 throw CLIFailure(.usage, "audio: --sent records live runs; offline, --output is already what would be sent")
             }
-            for (name, path) in [("--input", config.input), ("--output", config.output), ("--far-end", config.farEnd), ("--reference", config.reference)] where path == sent {
+            // Paths are bytes to the kernel: the same bytes name the same file.
+            for (name, path) in [("--input", config.input), ("--output", config.output), ("--far-end", config.farEnd), ("--reference", config.reference)] where path?.bytesEqual(sent) == true {
                 throw CLIFailure(.usage, "audio: --sent and \(name) name the same file '\(sent)'")
             }
         }
@@ -186,7 +187,7 @@ enum AudioCommand {
         var request = PCMRequest()
         request.channels = hooks.channel.map { $0 + 1 } ?? 1
         request.paced = config.pace
-        if config.input == nil && config.capture == "none" { throw CLIFailure(.usage, "audio: nothing to capture (capture is none): give --input FILE.wav or --capture PCM") }
+        if config.input == nil && config.capture.bytesEqual("none") { throw CLIFailure(.usage, "audio: nothing to capture (capture is none): give --input FILE.wav or --capture PCM") }
         // Both files before any device opens or thread starts: a bad one costs nothing.
         var farEnd: FarEnd? = nil
         if let path = config.farEnd {
@@ -203,7 +204,7 @@ enum AudioCommand {
         playRequest.paced = config.pace
         let deviceFormat = DeviceFormat(sampleFormat: .s16LE, sampleRate: hooks.rate.hertz, channels: 1, periodFrames: hooks.rate.samplesPerFrame)
         let output: PlaybackOutput = config.output.map { .file($0, format: deviceFormat, paced: true) }
-            ?? (config.playback == "none" ? .discard(deviceFormat) : .device(config.playback, playRequest))
+            ?? (config.playback.bytesEqual("none") ? .discard(deviceFormat) : .device(config.playback, playRequest))
         let duplex: DuplexAudio
         do throws(DuplexError) {
             var configuration = DuplexConfiguration(rate: hooks.rate, capture: input, channel: hooks.channel, playback: output)

@@ -1,5 +1,6 @@
 // The command line of ../shared/design/CLI.md: dispatch and help. Wiring only; the
 // work lives in the modules.
+import Wire
 import Platform
 import Signaling
 import Codec
@@ -150,16 +151,18 @@ enum CLI {
         }
         args.removeFirst()
         let name: String
+        // Command names and flags are compared byte for byte (Wire's `~=` and
+        // `bytesEqual`): they are ASCII words, not text to normalise.
         switch first {
         case "--version", "-V": name = "version"
         case "--help", "-h": name = "help"
         default: name = first
         }
-        guard let command = commands.first(where: { $0.name == name }) else {
+        guard let command = commands.first(where: { $0.name.bytesEqual(name) }) else {
             Log.error("unknown command '\(first)'; 'linnet help' lists the commands")
             return .usage
         }
-        if args.contains("--help") || args.contains("-h") {
+        if args.containsBytes(equalTo: "--help") || args.containsBytes(equalTo: "-h") {
             return printHelp(name)
         }
         guard let run = command.run else {
@@ -184,7 +187,7 @@ enum CLI {
 
     static func printHelp(_ topic: String?) -> ExitStatus {
         if let topic {
-            guard let c = commands.first(where: { $0.name == topic }) else {
+            guard let c = commands.first(where: { $0.name.bytesEqual(topic) }) else {
                 Log.error("no help for '\(topic)': unknown command")
                 return .usage
             }
@@ -193,7 +196,7 @@ enum CLI {
         }
         var text = "linnet \(linnetVersion): a voice agent for Linux single-board computers\n\nusage:\n"
         for c in commands {
-            let padded = c.synopsis + String(repeating: " ", count: max(1, 50 - c.synopsis.count))
+            let padded = c.synopsis + String(repeating: " ", count: max(1, 50 - c.synopsis.utf8.count))
             text += "  linnet " + padded + (c.run == nil ? "(not in this build yet)" : "") + "\n"
         }
         text += "\n'linnet help COMMAND' tells more. Exit status: 0 ok, 64 usage, 65 bad data (also an\nanswer that is not usable: not HTTP, not SDP), 69 service or device unavailable (no\nanswer, 5xx), 70 internal error, 74 output failed (the --output recording is\nincomplete), 78 configuration error (also 401/403, certificates).\n"

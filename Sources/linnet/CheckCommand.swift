@@ -72,7 +72,7 @@ enum CheckCommand {
             } catch {
                 line("input", .failure(CLIFailure(.dataError, error.description)))
             }
-        } else if config.capture != "none" {
+        } else if !config.capture.bytesEqual("none") {
             let (result, card) = openPCM(config.capture, .capture, rate: config.rate)
             line("capture", result)
             captureCard = card
@@ -80,7 +80,7 @@ enum CheckCommand {
         if let output = config.output {
             line("output", isWritableDirectory(directory(of: output)) ? .success("\(output) can be written")
                  : .failure(CLIFailure(.config, "cannot write in the directory of '\(output)'")))
-        } else if config.playback != "none" {
+        } else if !config.playback.bytesEqual("none") {
             let (result, card) = openPCM(config.playback, .playback, rate: config.rate)
             line("playback", result)
             playbackCard = card
@@ -100,9 +100,10 @@ enum CheckCommand {
         if let ptt = config.ptt, config.pttMode != .open {
             let chips = GPIOChips.list()
             let found: Bool
+            // Line, chip names and labels are the kernel's byte strings: compared as bytes.
             switch ptt {
-            case .name(let n): found = chips.contains { $0.lines.contains(n) }
-            case .chip(let chip, let offset): found = chips.contains { ($0.name == chip || $0.label == chip) && offset < $0.lines.count }
+            case .name(let n): found = chips.contains { $0.lines.containsBytes(equalTo: n) }
+            case .chip(let chip, let offset): found = chips.contains { ($0.name.bytesEqual(chip) || $0.label.bytesEqual(chip)) && offset < $0.lines.count }
             }
             let there = chips.isEmpty ? "no GPIO chips here" : "chips: " + chips.map { "\($0.name) (\($0.label), \($0.lines.count) lines)" }.joined(separator: ", ")
             // As run: a missing button stops it only with ptt-required (BoardIO.swift).
@@ -160,8 +161,9 @@ enum CheckCommand {
         }
     }
 
+    /// A POSIX path is bytes: its last '/' is found as a byte.
     static func directory(of path: String) -> String {
-        guard let slash = path.lastIndex(of: "/") else { return "." }
+        guard let slash = path.lastIndex(ofByte: UInt8(ascii: "/")) else { return "." }
         return slash == path.startIndex ? "/" : String(path[..<slash])
     }
 

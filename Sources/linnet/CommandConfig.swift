@@ -1,6 +1,7 @@
 // Every command's options come from the settings table (Sources/Settings): this reads
 // them for one command, with the exit statuses CLI.md gives a bad option.
 // (Agent: the exit statuses live there; Embedded Swift needs the module of each case.)
+import Wire
 import Platform
 import Agent
 import Settings

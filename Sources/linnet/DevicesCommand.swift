@@ -1,4 +1,5 @@
 // `linnet devices`: what a person needs to pick --capture, --playback and --ptt.
+import Wire
 import Devices
 import Audio
 import Platform
@@ -48,8 +49,9 @@ enum DevicesCommand {
             if !device.description.isEmpty { text += "  — \(device.description)" }
             text += "\n"
             // Probing opens the device; only hardware-backed names are worth it (plugins
-            // such as `default` or `dmix` report their own wide ranges).
-            guard device.name.hasPrefix("hw:") || device.name.hasPrefix("plughw:") || device.name.hasPrefix("sysdefault:"),
+            // such as `default` or `dmix` report their own wide ranges). Their prefixes
+            // are compared as bytes: ALSA PCM names are C strings.
+            guard device.name.startsWithBytes("hw:") || device.name.startsWithBytes("plughw:") || device.name.startsWithBytes("sysdefault:"),
                   let caps = ALSADevices.capabilities(device.name, stream: stream) else { continue }
             let formats = caps.formats.map { $0.description }.joined(separator: " ")
             let rates = caps.rates.map { String($0) }.joined(separator: " ")

@@ -125,7 +125,7 @@ enum RunCommand {
         let crypto = try wrap { () throws(DTLSError) in try CryptoRandom() }
         let identity = try wrap { () throws(DTLSError) in try Identity(random: crypto) }
         let host = signalingHost(route)
-        let hostIsLoopback = IPAddress(host)?.isLoopback ?? (host == "localhost")
+        let hostIsLoopback = IPAddress(host)?.isLoopback ?? host.bytesEqual("localhost")
         let addresses = gatherAddresses(includeLoopback: hostIsLoopback || !config.interfaces.isEmpty,
                                         only: config.interfaces.isEmpty ? nil : config.interfaces)
         guard !addresses.isEmpty else { throw CLIFailure(.unavailable, "no usable network address to gather candidates on (is the network up?)") }
@@ -147,7 +147,10 @@ enum RunCommand {
             do throws(FileReadError) { bytes = try readRegularFile(path, limit: 16 << 20).bytes } catch {
                 throw CLIFailure(.dataError, "cannot read the send file \(error)")
             }
-            sendOnOpen = String(decoding: bytes, as: UTF8.self).split(separator: "\n", omittingEmptySubsequences: true).map(String.init)
+            // One message a line: split at each LF byte, a CR before it dropped (a file
+            // from a Windows editor), blank lines skipped.
+            sendOnOpen = bytes.split(separator: 0x0A).map { $0.last == 0x0D ? $0.dropLast() : $0 }.filter { !$0.isEmpty }
+                .map { String(decoding: $0, as: UTF8.self) }
         }
         var settings = Runtime.settings(config: config, route: route, token: token, stun: stun, sendOnOpen: sendOnOpen)
         settings.relayOnly = config.iceTransportPolicy == .relay

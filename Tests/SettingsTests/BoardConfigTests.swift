@@ -30,11 +30,11 @@ let boardKeys: Set<String> = ["ptt-required", "ptt-debounce-ms", "ptt-long-press
         #expect(c.pttRequired && c.pttDebounceMS == 35 && c.pttLongPressMS == 0)
         #expect(c.leds == [.name("GPIO5"), .chip("gpiochip0", offset: 6)])
         #expect(c.ledSPI == "/dev/spidev0.0" && c.ledCount == 12)
-        #expect(Set(c.sources.keys).isSuperset(of: boardKeys))
+        #expect(Set(c.sources.keys.map(\.text)).isSuperset(of: boardKeys))
         #expect(c.sources["led-count"] == .file(path: "linnet.conf", line: 8))
 
-        var env: [String: String] = [:]
-        for k in boardKeys where k != "ptt-required" { env[Config.environmentName(k)] = "" }
+        var env: [TextKey: String] = [:]
+        for k in boardKeys where k != "ptt-required" { env[TextKey(Config.environmentName(k))] = "" }
         let d = try load(text, env: env, args: ["--no-ptt-required"])
         #expect(!d.pttRequired && d.pttDebounceMS == 20 && d.pttLongPressMS == 3_000)
         #expect(d.leds.isEmpty && d.ledSPI == nil && d.ledCount == 3)

@@ -7,7 +7,7 @@ import Signaling
 /// A route so that `load` validates; most tests are about other keys.
 let route = "whip = https://whip.example.net/whip\n"
 
-func load(_ text: String?, env: [String: String] = [:], args: [String] = [], requireRoute: Bool = true) throws(ConfigError) -> Config {
+func load(_ text: String?, env: [TextKey: String] = [:], args: [String] = [], requireRoute: Bool = true) throws(ConfigError) -> Config {
     try Config.load(file: text.map { ("linnet.conf", $0) }, environment: env, arguments: args, requireRoute: requireRoute)
 }
 
@@ -138,7 +138,7 @@ func message(_ body: () throws(ConfigError) -> Config) -> String? {
         #expect(c.iceTransportPolicy == .relay && !c.iceTCP)
         // Every key of the table was exercised (the route keys whip/openai/token-url elsewhere).
         // (The board keys of issue 7 are exercised in BoardConfigTests.)
-        #expect(Set(c.sources.keys).union(["whip", "openai", "token-url"]).union(boardKeys) == Set(Config.keys))
+        #expect(Set(c.sources.keys.map(\.text)).union(["whip", "openai", "token-url"]).union(boardKeys) == Set(Config.keys))
     }
 
     @Test("the other routes: whip, and openai with token-url")
@@ -300,7 +300,7 @@ func message(_ body: () throws(ConfigError) -> Config) -> String? {
     @Test("file < environment < flags, and each value remembers its source")
     func precedence() throws {
         let file = route + "seconds = 10\nlog-level = warn\nbitrate = 20000\n"
-        let env = ["LINNET_SECONDS": "20", "LINNET_LOG_LEVEL": "error", "PATH": "/usr/bin", "HOME": "/root"]
+        let env: [TextKey: String] = ["LINNET_SECONDS": "20", "LINNET_LOG_LEVEL": "error", "PATH": "/usr/bin", "HOME": "/root"]
         let c = try load(file, env: env, args: ["--seconds", "30"])
         #expect(c.seconds == 30 && c.sources["seconds"] == .flag("--seconds"))
         #expect(c.logLevel == .error && c.sources["log-level"] == .environment("LINNET_LOG_LEVEL"))
@@ -368,7 +368,7 @@ func message(_ body: () throws(ConfigError) -> Config) -> String? {
 
     @Test("which config file: --config, then LINNET_CONFIG, then the default if it exists")
     func configPath() throws {
-        func path(_ args: [String], _ env: [String: String]) throws -> String {
+        func path(_ args: [String], _ env: [TextKey: String]) throws -> String {
             let p = try Config.configPath(arguments: args, environment: env)
             return p.path + (p.explicit ? " (named)" : " (default)")
         }

@@ -74,7 +74,7 @@ import Signaling
     /// (The layers only: the rules across keys are ConfigRuleTests'.)
     @Test("file, environment and flag agree for every key", arguments: Config.keys)
     func layersAgree(name: String) throws {
-        func layered(file: String? = nil, env: [String: String] = [:], args: [String] = []) throws -> Config {
+        func layered(file: String? = nil, env: [TextKey: String] = [:], args: [String] = []) throws -> Config {
             var c = Config()
             if let file { try c.apply(fileText: file, path: "linnet.conf") }
             try c.apply(environment: env)
@@ -88,7 +88,7 @@ import Signaling
         for ch in value { escaped += ch == "\"" ? "\\\"" : ch == "\\" ? "\\\\" : String(ch) }
         let line = "\(name) = \"\(escaped)\"\n"
         let file = try layered(file: line).without(sources: ())
-        let env = try layered(env: [Config.environmentName(name): value]).without(sources: ())
+        let env = try layered(env: [TextKey(Config.environmentName(name)): value]).without(sources: ())
         let flag = try layered(args: ["--\(name)=\(value)"]).without(sources: ())
         #expect(file == env && env == flag, "\(name) = \(value)")
         #expect(file != Config(), "\(name) = \(value) changed nothing")
@@ -99,10 +99,10 @@ import Signaling
             #expect(try layered(args: ["--\(name)", value]).without(sources: ()) == flag)
         }
         // Each remembers where it came from.
-        #expect(try layered(file: line).sources[name] == .file(path: "linnet.conf", line: 1))
-        #expect(try layered(env: [Config.environmentName(name): value]).sources[name] == .environment(Config.environmentName(name)))
+        #expect(try layered(file: line).sources[TextKey(name)] == .file(path: "linnet.conf", line: 1))
+        #expect(try layered(env: [TextKey(Config.environmentName(name)): value]).sources[TextKey(name)] == .environment(Config.environmentName(name)))
         // An empty value in a higher layer puts the default back.
-        #expect(try layered(file: line, env: [Config.environmentName(name): ""]) == Config(), "\(name)")
+        #expect(try layered(file: line, env: [TextKey(Config.environmentName(name)): ""]) == Config(), "\(name)")
         #expect(try layered(file: line, args: ["--\(name)="]) == Config(), "\(name)")
     }
 
@@ -157,7 +157,7 @@ extension Config {
     /// The same config with `key` recorded as set by `source`.
     func with(_ key: String, _ source: ConfigSource) -> Config {
         var c = self
-        c.sources[key] = source
+        c.sources[TextKey(key)] = source
         return c
     }
 }
