@@ -52,11 +52,13 @@ build/arm64/linnet:
 build/host/linnet:
 	$(MAKE) release
 
-## size: stripped arm64 size and its dynamic dependencies
+## size: stripped arm64 size, its dynamic dependencies, what each part adds, and a check
+## that no function reaches the Unicode tables (scripts/unicode-users.py)
 size: build/arm64/linnet
 	@echo "BENCH arm64_stripped_bytes $$(stat -c %s build/arm64/linnet.stripped) bytes"
 	@echo "NEEDED: $$(readelf -d build/arm64/linnet | sed -n 's/.*(NEEDED).*\[\(.*\)\]/\1/p' | tr '\n' ' ')"
 	@scripts/size-report.py build/arm64/linnet.map $(addprefix build/third_party/arm64/lib/,libmbedtls.a libmbedx509.a libmbedcrypto.a libsrtp2.a)
+	@scripts/unicode-users.py build/arm64/linnet --require-none normalisation,grapheme
 
 ## bench: every figure, one BENCH line each (audio: callgrind counts, bench/audio.sh;
 ## arm64: the same under qemu-user, bench/qemu-count.py)
