@@ -220,8 +220,12 @@ func run(_ loop: EventLoop, until event: EventFD) throws {
         var flushedAt = 0
         loop.schedule(after: .milliseconds(500)) {
             level = 2_000
-            duplex.flushPlayback()
+            // The instant the flush is asked for, read before asking: the playback thread
+            // may carry it out before this closure reads the air's clock again (a
+            // fresh-machine ThreadSanitizer run saw the discard 118 frames before a
+            // `flushedAt` read after the call).
             flushedAt = air.now
+            duplex.flushPlayback()
         }
         try duplex.start()
         try run(loop, until: recorder.done)
