@@ -1,7 +1,13 @@
 # Linnet: one task per target (README lists them).
 SHELL := /bin/bash
 export PATH := $(PATH):/opt/swift/usr/bin
-QEMU := qemu-aarch64-static -L /usr/aarch64-linux-gnu
+# The arm64 binary runs on Debian's multiarch arm64 C library (libc6:arm64, which
+# setup.sh installs with libc6-dev:arm64), loader and libc.so of one package, as on a
+# board. With -L /usr/aarch64-linux-gnu, qemu took the cross package's loader (2.36-8)
+# but, finding no libc.so.6 under that prefix's multiarch path, the host's arm64 libc
+# (2.36-9+deb12u14): a private-ABI mismatch that sent the first pthread_create into an
+# endless walk of a corrupt thread-stack list (the selftest never starts a thread).
+QEMU := qemu-aarch64-static -L /
 # The full-Swift build links the speexdsp the release build links (Linnet's tuned MDF,
 # scripts/build-speexdsp.sh), found through its pkg-config file; `deps` builds it.
 export PKG_CONFIG_PATH := $(CURDIR)/build/third_party/speexdsp/host/lib/pkgconfig$(if $(PKG_CONFIG_PATH),:$(PKG_CONFIG_PATH))
@@ -42,9 +48,12 @@ arm64: deps
 	scripts/embedded-build.sh arm64 $(SWIFTFLAGS)
 	scripts/check-needed.sh build/arm64/linnet
 
-## qemu-check: the arm64 binary's selftest under qemu-user
+## qemu-check: the arm64 binary's selftest and a 5 s demo call under qemu-user
 qemu-check: build/arm64/linnet
 	$(QEMU) build/arm64/linnet selftest
+	@# The whole release binary in a call: its threads, the -O2/-Os libopus mix, DTLS-SRTP,
+	@# SCTP. Under qemu it keeps real time with room to spare (2.3 CPU-s for a 5 s call).
+	$(QEMU) build/arm64/linnet demo --seconds 5 --output build/arm64/demo.wav --events build/arm64/demo-events.jsonl
 
 build/arm64/linnet:
 	$(MAKE) arm64
