@@ -59,9 +59,11 @@ rm -rf "$tree"
 # Debian's one patch corrects comments in two headers. dpkg-source keeps the tarball's
 # timestamps, so configure is not regenerated (no autotools needed).
 (cd "$src" && dpkg-source -x opus_1.3.1*.dsc "$tree" >"$tree.log" 2>&1) || { cat "$tree.log"; exit 1; }
+# (The line has no character that is special in a basic regular expression.)
 fatal='#define CELT_FATAL(str) celt_fatal(str, __FILE__, __LINE__);'
 grep -qxF "$fatal" "$tree/celt/arch.h" || { echo "opus: celt/arch.h has no '$fatal' to shorten" >&2; exit 1; }
-sed -i 's|^#define CELT_FATAL(str) celt_fatal(str, __FILE__, __LINE__);$|#define CELT_FATAL(str) celt_fatal("assertion failed", __FILE_NAME__, __LINE__);|' "$tree/celt/arch.h"
+sed -i "s|^$fatal\$|#define CELT_FATAL(str) celt_fatal(\"assertion failed\", __FILE_NAME__, __LINE__);|" "$tree/celt/arch.h"
+grep -qF '__FILE_NAME__' "$tree/celt/arch.h" || { echo "opus: celt/arch.h was not shortened" >&2; exit 1; }
 # One configured tree per optimisation level; the archive is the -Os one with the hot
 # objects replaced by their -O2 builds (archive members are named by file, and no two of
 # opus' objects share a name).
