@@ -16,14 +16,16 @@ cd "$top"
 out=${BENCH_DIR:-$top/build/bench}/$mode
 mkdir -p "$out"
 swiftc=$(command -v swiftc)
+# The release build's optimisation flags (-Osize and its inlining setting).
+. scripts/osize-flags.sh
 toolchain=$(cd "$(dirname "$swiftc")/.." && pwd)
 
 case "$mode" in
   full) flags=(-O) ;;
-  embedded) flags=(-target x86_64-unknown-linux-gnu -enable-experimental-feature Embedded -Osize) ;;
+  embedded) flags=(-target x86_64-unknown-linux-gnu -enable-experimental-feature Embedded "${osize_flags[@]}") ;;
   # As scripts/embedded-build.sh compiles for arm64: the toolchain's aarch64 Embedded
   # stdlib, with glibc's Debian multiarch headers.
-  arm64) flags=(-target aarch64-none-none-elf -enable-experimental-feature Embedded -Osize
+  arm64) flags=(-target aarch64-none-none-elf -enable-experimental-feature Embedded "${osize_flags[@]}"
                 -Xcc -isystem -Xcc /usr/aarch64-linux-gnu/include -Xcc -isystem -Xcc /usr/include
                 -Xcc -D__linux__ -Xcc -D__unix__ -Xcc -D__aarch64__ -Xcc -D__gnu_linux__) ;;
   *) echo "unknown mode '$mode' (full, embedded or arm64)" >&2; exit 64 ;;

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # The Embedded Swift release build: every product module of Package.swift compiled with
-# `-enable-experimental-feature Embedded -wmo -Osize`, one module at a time in
-# dependency order, then linked by gcc (with the toolchain's lld) against glibc and the
-# static C libraries.
+# `-enable-experimental-feature Embedded -wmo -Osize` (and the inlining setting of
+# scripts/osize-flags.sh), one module at a time in dependency order, then linked by gcc
+# (with the toolchain's lld) against glibc and the static C libraries.
 # The result needs no Swift runtime: its only dynamic dependencies are libc, libm,
 # libasound and the loader.
 #
@@ -64,6 +64,7 @@ scripts/build-speexdsp.sh "$arch"
 speex=$top/build/third_party/speexdsp/$arch
 
 swiftc=$(command -v swiftc)
+. scripts/osize-flags.sh
 toolchain=$(cd "$(dirname "$swiftc")/.." && pwd)
 clang=$toolchain/bin/clang
 embedded_lib=$toolchain/lib/swift/embedded/$target
@@ -123,7 +124,7 @@ for line in "${modules[@]}"; do
   # all of them. See "One object" below for why.
   emit=(-emit-module -emit-module-path "$out/modules/$name.swiftmodule")
   [ "$kind" = executable ] && emit=()
-  "$swiftc" -target "$target" -enable-experimental-feature Embedded -wmo -Osize \
+  "$swiftc" -target "$target" -enable-experimental-feature Embedded -wmo "${osize_flags[@]}" \
     -parse-as-library -module-name "$name" -swift-version 6 -warnings-as-errors \
     -Xfrontend -function-sections \
     -I "$out/modules" "${includes[@]}" -Xcc -I -Xcc "$srtp/include" -Xcc -I -Xcc "$speex/include" "${cflags[@]}" "$@" \
