@@ -9,7 +9,11 @@
 #   call_allocations_per_s  malloc-family calls per call-second (bench/alloc-count.c)
 #   call_cpu_ratio_vs_pion  CPU of a 20 s echo call against a pion answerer over that of
 #                       pion's own client making the same call (one run, side by side;
-#                       also call_pion_cpu_s_*, call_pion_rss_kb_*)
+#                       also call_pion_cpu_s_*, call_pion_rss_kb_*, and each one's user
+#                       and kernel parts, call_pion_user_s_* / call_pion_sys_s_*)
+#   call_cpu_ratio_vs_pion_c0  the same with Linnet's encoder at complexity 0, its
+#                       cheapest: how far the rest of a call is from that goal whatever
+#                       the Opus setting (the pion client encodes nothing)
 #   dc_message_rtt_ms   one small data-channel message to the echoing answerer and back
 #   dc_throughput_kbps  8 MB of 64 KB messages echoed (each byte crosses loopback twice)
 #   reconnect_ms        answerer killed and started again: its READY → the agent connected
@@ -77,13 +81,22 @@ if [ -n "${pion:-}" ] && [ -x "$pion" ] && command -v opusenc >/dev/null; then
     --input "$work/tone.wav" --loop-input --playback none --seconds 20 --log-level error
   /usr/bin/time -f "%U %S %M" -o "$work/time-p" "$pion" offer --url "http://127.0.0.1:$port_p/whip" \
     --ogg "$work/long.opus" --seconds 20 > /dev/null 2>&1 || true
+  /usr/bin/time -f "%U %S %M" -o "$work/time-l0" "$bin" run --whip "http://127.0.0.1:$port_l/whip" \
+    --input "$work/tone.wav" --loop-input --playback none --seconds 20 --log-level error --complexity 0
   read -r lu ls lrss < "$work/time-l"
   read -r pu ps prss < "$work/time-p"
+  read -r l0u l0s l0rss < "$work/time-l0"
   python3 -c "
-lu, ls, pu, ps = $lu, $ls, $pu, $ps
+lu, ls, pu, ps, l0u, l0s = $lu, $ls, $pu, $ps, $l0u, $l0s
 print('BENCH call_pion_cpu_s_linnet %.2f s' % (lu + ls))
+print('BENCH call_pion_user_s_linnet %.2f s' % lu)
+print('BENCH call_pion_sys_s_linnet %.2f s' % ls)
 print('BENCH call_pion_cpu_s_pion %.2f s' % (pu + ps))
-print('BENCH call_cpu_ratio_vs_pion %.2f x' % ((lu + ls) / max(pu + ps, 0.001)))"
+print('BENCH call_pion_user_s_pion %.2f s' % pu)
+print('BENCH call_pion_sys_s_pion %.2f s' % ps)
+print('BENCH call_cpu_ratio_vs_pion %.2f x' % ((lu + ls) / max(pu + ps, 0.001)))
+print('BENCH call_pion_cpu_s_linnet_c0 %.2f s' % (l0u + l0s))
+print('BENCH call_cpu_ratio_vs_pion_c0 %.2f x' % ((l0u + l0s) / max(pu + ps, 0.001)))"
   echo "BENCH call_pion_rss_kb_linnet $lrss kB"
   echo "BENCH call_pion_rss_kb_pion $prss kB"
 fi
