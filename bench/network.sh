@@ -77,12 +77,16 @@ if [ -n "${pion:-}" ] && [ -x "$pion" ] && command -v opusenc >/dev/null; then
   bench_start "$work/pion-p.out" "$pion" answer --listen 127.0.0.1:0 --mode echo; port_p=$bench_port
   # (Linnet loops the 2 s tone: --input reads its file into memory, and a 22 s one
   # would add 2 MB to its RSS that a microphone never costs.)
-  /usr/bin/time -f "%U %S %M" -o "$work/time-l" "$bin" run --whip "http://127.0.0.1:$port_l/whip" \
-    --input "$work/tone.wav" --loop-input --playback none --seconds 20 --log-level error
+  # A 20 s Linnet call to its pion answerer, timed into $1; the rest are extra options.
+  linnet_call() {
+    local out=$1; shift
+    /usr/bin/time -f "%U %S %M" -o "$out" "$bin" run --whip "http://127.0.0.1:$port_l/whip" \
+      --input "$work/tone.wav" --loop-input --playback none --seconds 20 --log-level error "$@"
+  }
+  linnet_call "$work/time-l"
   /usr/bin/time -f "%U %S %M" -o "$work/time-p" "$pion" offer --url "http://127.0.0.1:$port_p/whip" \
     --ogg "$work/long.opus" --seconds 20 > /dev/null 2>&1 || true
-  /usr/bin/time -f "%U %S %M" -o "$work/time-l0" "$bin" run --whip "http://127.0.0.1:$port_l/whip" \
-    --input "$work/tone.wav" --loop-input --playback none --seconds 20 --log-level error --complexity 0
+  linnet_call "$work/time-l0" --complexity 0
   read -r lu ls lrss < "$work/time-l"
   read -r pu ps prss < "$work/time-p"
   read -r l0u l0s l0rss < "$work/time-l0"
