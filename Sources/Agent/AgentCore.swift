@@ -25,6 +25,7 @@ import ICE
 import DTLS
 import SDP
 import SCTP
+import Settings
 
 /// Exit statuses (sysexits.h), one rule for every command (README "exit statuses").
 public enum ExitStatus: Int32, Sendable {
@@ -131,29 +132,17 @@ public struct AgentSettings: Sendable {
     public var statsInterval: Duration?
     /// Push-to-talk (the button talks) or voice detection (the button mutes).
     public var pushToTalk: Bool
-    /// Voice mode without echo cancellation (`duplex = half`): while the assistant
-    /// speaks, the microphone's gate closes and silence is sent, so its own voice coming
-    /// back through the microphone never reaches the provider as the user's. (Chosen
-    /// over `interrupt_response: false`, which would still let the provider transcribe
-    /// the echo as a user turn and answer it once the response ends.)
-    public var halfDuplex = false
-    /// Voice mode in full duplex behind an echo canceller (`aec`): until the canceller
-    /// reports that it has converged (`echoCanceller(converged:)`), the microphone is
-    /// held shut while the assistant speaks, as in half duplex. In its first seconds the
-    /// canceller leaves the echo loud enough for the provider's VAD (or Linnet's flag) to
-    /// take for the user, and the assistant would cut itself off in its first answer.
-    public var waitForCanceller = false
-    /// Barge-in by Linnet's own voice flag (`barge-in-ms`): in voice mode with echo
-    /// cancellation (full duplex) and `voice-flag` on, the flag held this long without a
-    /// break while the assistant speaks cuts the response at once (`localVoice`), a
-    /// network round trip before the provider's VAD would. nil: off (push-to-talk, half
-    /// duplex, no canceller or no flag: the runtime leaves it nil).
+    /// Voice mode: when the microphone is held shut (silence sent) so the assistant
+    /// never hears itself as the user (`Config.micHold`). Chosen over
+    /// `interrupt_response: false`, which would still let the provider transcribe the
+    /// echo as a user turn and answer it once the response ends.
+    public var micHold = MicHold.never
+    /// Barge-in by Linnet's own voice flag (`barge-in-ms`): in voice mode, unless the
+    /// microphone is held for the whole reply, the flag held this long without a break
+    /// while the assistant speaks cuts the response at once (`localVoice`), a network
+    /// round trip before the provider's VAD would. nil: off (push-to-talk, half duplex,
+    /// no flag: the runtime leaves it nil).
     public var localBargeIn: Duration? = nil
-    /// … once the assistant has spoken this long in all (the echo canceller has heard
-    /// enough of it to converge): before that, the echo left behind it held the voice
-    /// flag for seconds in the simulated rooms (VoiceFlagBehindEchoTests), and the
-    /// first answer would cut itself off.
-    public var localBargeInWarmup = Duration.seconds(5)
     public var turnDetectionName: String
     /// The events-channel conversation (OpenAI Realtime), when the route speaks it.
     public var realtime: RealtimeSettings
@@ -299,12 +288,7 @@ public final class AgentCore {
     public private(set) var lastAssistantText: String?
     public private(set) var assistantSpeaking = false
     /// When the assistant last started speaking (nil: silent).
-    var speakingSince: Instant? {
-        didSet { if let t = oldValue { spokenBefore = spokenBefore + (now - t) } }
-    }
-    /// How long the assistant spoke before `speakingSince`, over the whole run (the
-    /// echo canceller lives as long as the process).
-    var spokenBefore = Duration.zero
+    var speakingSince: Instant?
 
     public private(set) var muted: Bool
     /// What the mute gate was last told (`.mute`): `muted`, kept open for a release's
@@ -470,8 +454,10 @@ public final class AgentCore {
     /// Never in push-to-talk (the button barges in), in half duplex (the microphone is
     /// shut while the assistant speaks), or with the microphone muted.
     public func localVoice(heldFor: Duration, now: Instant) {
-        guard let threshold = settings.localBargeIn, !settings.pushToTalk, !settings.halfDuplex,
-              echoConverged || !settings.waitForCanceller else { return }
+        // While echo is measured uncancelled at the microphone the flag may be the
+        // assistant's own voice (the microphone is held shut then anyway).
+        guard let threshold = settings.localBargeIn, !settings.pushToTalk, settings.micHold != .whileAssistantSpeaks,
+              !echoAudible else { return }
         self.now = now
         guard heldFor >= threshold else {
             // The stretch ended (or has not reached the threshold): the next may cut.
@@ -481,7 +467,7 @@ public final class AgentCore {
         // Over the assistant for the whole debounce: a stretch that began before it
         // started speaking counts from its start.
         guard !localVoiceCut, assistantSpeaking, !micClosed, let since = speakingSince,
-              now - since >= threshold, spokenBefore + (now - since) >= settings.localBargeInWarmup else { return }
+              now - since >= threshold else { return }
         localVoiceCut = true
         // The state is known from the events channel (OpenAI's events, or a backend
         // relaying them): a route that sends none never has the assistant speaking here.
@@ -824,13 +810,12 @@ public final class AgentCore {
             // Partial lines are many (one per token): only final ones are logged and
             // written; the status file shows the latest line.
             guard final else { return }
-            if role == .user { lastUserText = text } else { lastAssistantText = text }
-            if history.count >= 64 { history.removeFirst() }
-            history.append(CarriedTurn(role: role, text: text))
+            finalTranscript(role, text, e)
+        case .interrupted(let text, _, _):
+            // Only what the user heard is kept and carried into the next session.
+            finalTranscript(.assistant, text, e)
+        case .truncated:
             log(.info, e.description)
-            // The file is rewritten now: otherwise a kiosk UI would see the line only at
-            // the next state change or stats tick (stats-seconds is 0 by default).
-            writeStatus()
         case .providerError(let code, _, _):
             // Cancelling a response that had just finished is a race nobody can avoid.
             // The code is a JSON string, compared as its bytes (RFC 8259 §8.3).
@@ -859,6 +844,16 @@ public final class AgentCore {
         }
         let entry = e.eventLogEntry
         record(entry.type, entry.fields)
+    }
+
+    func finalTranscript(_ role: RealtimeRole, _ text: String, _ e: RealtimeEvent) {
+        if role == .user { lastUserText = text } else { lastAssistantText = text }
+        if history.count >= 64 { history.removeFirst() }
+        history.append(CarriedTurn(role: role, text: text))
+        log(.info, e.description)
+        // The file is rewritten now: otherwise a kiosk UI would see the line only at
+        // the next state change or stats tick (stats-seconds is 0 by default).
+        writeStatus()
     }
 
     // MARK: - Outputs
@@ -893,25 +888,49 @@ public final class AgentCore {
         emit(.mute(closed))
     }
 
-    /// Half duplex in voice mode: the assistant is speaking, so the microphone is shut;
-    /// also in full duplex while the echo canceller has not yet converged.
+    /// Voice mode holds the microphone shut now (`AgentSettings.micHold`): while the
+    /// assistant speaks, or while the echo canceller measures its echo uncancelled at
+    /// the microphone. The latter follows what the speaker actually plays (and the room
+    /// after it), not the provider's events, so nothing is held past the echo's end and
+    /// a sentence that starts as the reply ends goes through.
     var halfDuplexHolds: Bool {
-        (settings.halfDuplex || (settings.waitForCanceller && !echoConverged)) && !settings.pushToTalk && assistantSpeaking
+        guard !settings.pushToTalk else { return false }
+        switch settings.micHold {
+        case .never: return false
+        case .whileAssistantSpeaks: return assistantSpeaking
+        case .whileEchoAudible: return echoAudible
+        }
     }
 
-    /// Whether the echo canceller has converged (`waitForCanceller`).
-    public private(set) var echoConverged = false
+    /// Whether the echo canceller measures echo at the microphone that it does not yet
+    /// cancel (`EchoCanceller.echoAudible`).
+    public private(set) var echoAudible = false
+    /// Times the echo turned audible, for the stats line.
+    public private(set) var echoHolds = 0
 
-    /// The echo canceller's state, reported by the runtime with every uplink frame: it
-    /// converges once, and starts over when its filter restarts (a new echo delay, the
-    /// capture device reopened).
-    public func echoCanceller(converged: Bool, now: Instant) {
-        guard settings.waitForCanceller, converged != echoConverged else { return }
+    /// The echo canceller's measure, reported by the runtime with every uplink frame
+    /// (`erl`/`erle`: its figures, dB, for the log).
+    public func echo(audible: Bool, erl: Double? = nil, erle: Double? = nil, now: Instant) {
+        guard settings.micHold == .whileEchoAudible, audible != echoAudible else { return }
         self.now = now
-        echoConverged = converged
-        log(.info, converged ? "aec: converged, full duplex" : "aec: filter restarted, half duplex until it converges")
-        record("aec", [("converged", .bool(converged))])
+        echoAudible = audible
+        if audible { echoHolds += 1 }
+        var fields: [(String, JSONValue)] = [("audible", .bool(audible))]
+        if let erl { fields.append(("erl_db", .number(JSONNumber((erl * 10).rounded() / 10)))) }
+        if let erle { fields.append(("erle_db", .number(JSONNumber((erle * 10).rounded() / 10)))) }
+        // The first hold is worth a line; later ones (a moved speaker, the canceller
+        // learning again) are in the events file and the stats.
+        log(audible && echoHolds == 1 ? .info : .debug,
+            audible ? "aec: echo reaches the microphone uncancelled: silence is sent while it does" : "aec: echo cancelled, the microphone is open")
+        record("aec", fields)
         syncMic()
+    }
+
+    /// How much of the provider's audio the speaker has played out (ms of its stream, by
+    /// the playback device's clock) and where the stretch now playing began: the
+    /// runtime reports it before each uplink frame, so a cut knows what was heard.
+    public func downlink(heard: Int, spurtStart: Int?) {
+        conversation.downlink(heard: heard, spurtStart: spurtStart)
     }
 
     var silence: [Int16] = []

@@ -100,6 +100,13 @@ public struct RealtimeSettings: Sendable, Equatable {
     public var vadSilenceMilliseconds: Int? = nil
     /// `audio.input.noise_reduction`; nil: not sent, `.off`: null.
     public var noiseReduction: NoiseReduction? = nil
+    /// Whether a cut of the assistant (a press, Linnet's voice flag, the server's own
+    /// VAD clearing its output) is followed by `conversation.item.truncate` with what the
+    /// speaker actually played. The direct OpenAI route: a backend may not relay it.
+    public var truncatesHeardAudio = false
+    /// How fast the assistant is taken to speak, in characters a second, until replies
+    /// played to their end have measured it (`heardText`): about 150 words a minute.
+    public var initialCharactersPerSecond = 15.0
 
     public init(instructions: String? = nil, voice: String? = nil, transcriptionModel: String? = nil,
                 turnDetection: TurnDetection = .ptt, minimumCommitMilliseconds: Int = 100,
@@ -174,6 +181,12 @@ public enum RealtimeEvent: Sendable, Equatable {
     /// The session's own end (`session.expires_at`, Unix seconds), from
     /// `session.created`: the rollover is planned from it.
     case expires(at: Int64)
+    /// The user cut the assistant off: `conversation.item.truncate` went out for its
+    /// audio item, at `audioEndMilliseconds` of it played out of the speaker.
+    case truncated(itemID: String, audioEndMilliseconds: Int)
+    /// The final line of an assistant item the user cut off: only what was heard
+    /// (`heardMilliseconds` of its audio), never the whole reply.
+    case interrupted(text: String, heardMilliseconds: Int, itemID: String)
 }
 
 extension RealtimeEvent: CustomStringConvertible {
@@ -200,6 +213,9 @@ extension RealtimeEvent: CustomStringConvertible {
         case .commitUnconfirmed(let waited):
             return "no input_audio_buffer.committed within \(waited) of the commit: asking for the response anyway"
         case .expires(let at): return "the provider's session expires at \(at) (Unix time)"
+        case .truncated(_, let ms): return "barge-in: the provider told the reply was heard for \(ms) ms"
+        case .interrupted(let text, let ms, _):
+            return escapedLine(prefix: "assistant (interrupted after \(ms) ms): ", text: text, maxBytes: TranscriptLine.defaultMaxBytes)
         }
     }
 
@@ -236,6 +252,13 @@ extension RealtimeEvent: CustomStringConvertible {
             return ("commit_unconfirmed", [("waited_ms", JSONValue(Int(waited.milliseconds)))])
         case .expires(let at):
             return ("session_expires", [("at", JSONValue(Int(at)))])
+        case .truncated(let item, let ms):
+            return ("truncate", [("item", .string(item)), ("audio_end_ms", JSONValue(ms))])
+        case .interrupted(let text, let ms, let itemID):
+            var fields: [(String, JSONValue)] = [("role", "assistant"), ("text", .string(text)), ("final", true),
+                                                 ("interrupted", true), ("heard_ms", JSONValue(ms))]
+            if !itemID.isEmpty { fields.append(("item", .string(itemID))) }
+            return ("transcript", fields)
         }
     }
 }
@@ -383,6 +406,32 @@ public struct RealtimeConversation: Sendable {
     }
     private var expiresReported = false
 
+    // What the speaker played of the assistant (barge-in, truncate).
+    /// The provider's audio heard out of the speaker so far, in ms of its stream, and
+    /// where the current stretch of it began (`downlink(heard:spurtStart:)`).
+    private var heardMilliseconds = 0
+    private var spurtStartMilliseconds: Int? = nil
+    /// The assistant message whose audio plays (from `response.output_item.added`).
+    private struct AudioItem {
+        var id: String
+        var contentIndex: Int
+        var responseID: String?
+        /// `heardMilliseconds` when its response or its audio started (the start of its
+        /// audio when no stretch of received audio began near then).
+        var startedAt: Int?
+        /// `audio_end_ms` sent for it.
+        var truncatedAt: Int?
+        /// Its final line, held until its audio has played (or is cut): the server
+        /// sends the whole transcript long before the speaker has said it.
+        var finalText: String?
+    }
+    private var audioItem: AudioItem? = nil
+    /// Items cut off, and at how many ms of their audio (most recent last, bounded).
+    private var truncatedItems: [(id: String, ms: Int)] = []
+    /// Characters and seconds of replies played to their end: the speaking rate.
+    private var spokenCharacters = 0
+    private var spokenMilliseconds = 0
+
     // Transcripts.
     private struct OpenTranscript {
         var role: RealtimeRole
@@ -403,6 +452,8 @@ public struct RealtimeConversation: Sendable {
         /// nil: the user item's transcription has not come yet.
         var text: String?
         var since: Instant
+        /// An assistant item cut off after this many ms of its audio.
+        var heard: Int? = nil
     }
     private var ordered: [OrderedLine] = []
 
@@ -544,8 +595,62 @@ public struct RealtimeConversation: Sendable {
             responseRequested = false
             ignoreNextResponse = true
         }
+        let wasPlaying = audioPlaying
         setSpeaking(response: false, audio: false)
         queue.append(.flushPlayback)
+        if wasPlaying { truncateHeard() }
+    }
+
+    /// The assistant's audio was cut (a barge-in here, or the server's VAD): tell the
+    /// server how much of the item the user heard (`conversation.item.truncate`, FIELD:
+    /// it also drops the transcript nobody heard from the model's context), once per
+    /// item, and give its held final line as the heard part.
+    private mutating func truncateHeard() {
+        guard var item = audioItem, item.truncatedAt == nil else { return }
+        let ms = heardOf(item)
+        item.truncatedAt = ms
+        if truncatedItems.count >= 16 { truncatedItems.removeFirst() }
+        truncatedItems.append((item.id, ms))
+        if settings.truncatesHeardAudio && !item.id.isEmpty {
+            send(["type": "conversation.item.truncate", "item_id": .string(item.id),
+                  "content_index": JSONValue(item.contentIndex), "audio_end_ms": JSONValue(ms)])
+            emit(.truncated(itemID: item.id, audioEndMilliseconds: ms))
+        }
+        let held = item.finalText
+        item.finalText = nil
+        audioItem = item
+        if let held { finalLine(role: .assistant, text: held, itemID: item.id) }
+    }
+
+    /// Milliseconds of `item`'s audio the speaker has played. Its start is where the
+    /// stretch of received audio began when that was near its response's start (RTP
+    /// and the channel's events race), else the moment the response or its audio began
+    /// (a provider that streams without pause).
+    private func heardOf(_ item: AudioItem) -> Int {
+        guard let started = item.startedAt else { return 0 }
+        var start = started
+        if let s = spurtStartMilliseconds, s >= started - 500 { start = s }
+        return max(0, heardMilliseconds - start)
+    }
+
+    /// What was heard of `text` in `ms` of its audio: the words up to the point the
+    /// speaking rate puts there (measured on replies played to their end, else
+    /// `initialCharactersPerSecond`), cut at a word's end, with "…".
+    func heardText(_ text: String, milliseconds ms: Int) -> String {
+        let rate = spokenMilliseconds >= 3_000 && spokenCharacters > 0
+            ? min(30, max(6, Double(spokenCharacters) * 1000 / Double(spokenMilliseconds)))
+            : settings.initialCharactersPerSecond
+        let scalars = Array(text.unicodeScalars)
+        let want = Int((Double(ms) / 1000 * rate).rounded())
+        guard want < scalars.count else { return text }
+        var end = want
+        // Back to the end of the last whole word heard.
+        while end > 0 && scalars[end] != " " { end -= 1 }
+        while end > 0 && scalars[end - 1] == " " { end -= 1 }
+        guard end > 0 else { return "" }
+        var out = ""
+        for c in scalars[0..<end] { out.unicodeScalars.append(c) }
+        return out + "…"
     }
 
     /// The push-to-talk button came up (or a toggle turned talking off).
@@ -604,6 +709,14 @@ public struct RealtimeConversation: Sendable {
         guard isTalking, milliseconds > 0 else { return }
         // Saturating: a caller's bad count cannot wrap it negative.
         sentMilliseconds += min(milliseconds, Int(Int32.max) - sentMilliseconds)
+    }
+
+    /// How much of the provider's audio the speaker has played out so far (`heard`, ms of
+    /// its stream as the device's playback clock counts it) and where the stretch now
+    /// playing began (nil: none yet); the caller reports it before each uplink frame.
+    public mutating func downlink(heard: Int, spurtStart: Int?) {
+        heardMilliseconds = max(heardMilliseconds, heard)
+        spurtStartMilliseconds = spurtStart
     }
 
     /// A text message arrived on the channel.
@@ -764,20 +877,55 @@ public struct RealtimeConversation: Sendable {
                 return
             }
             currentResponseID = id
+            // Its message item is not named yet (a relay may never name it): its audio
+            // is counted from here, or from the stretch of audio that follows.
+            audioItem = AudioItem(id: "", contentIndex: 0, responseID: id, startedAt: heardMilliseconds)
             if id == nil || !bytesEqual(id, cancelledResponseID) { setSpeaking(response: true, audio: audioPlaying) }
         case "response.done":
             handleResponseDone(event)
         case "output_audio_buffer.started":
             let id = event["response_id"]?.string
             if id != nil && bytesEqual(id, cancelledResponseID) { return }  // late, we already stopped it
+            if var item = audioItem, item.truncatedAt == nil, id == nil || item.responseID == nil || bytesEqual(id, item.responseID) {
+                item.startedAt = heardMilliseconds
+                audioItem = item
+            }
             setSpeaking(response: responseActive, audio: true)
         case "output_audio_buffer.stopped":
+            // The held line first: it is what was just said ("assistant: …", then silent).
+            playedToTheEnd()
             setSpeaking(response: responseActive, audio: false)
         case "output_audio_buffer.cleared":
             // The server dropped what it had not sent yet (VAD interruption, or our
             // clear): what is already here must not play on either.
+            let wasPlaying = audioPlaying
             setSpeaking(response: responseActive, audio: false)
             queue.append(.flushPlayback)
+            if wasPlaying { truncateHeard() }
+
+        case "response.output_item.added":
+            // The assistant's message: the item a truncate names (its audio is content 0
+            // unless a content part says otherwise).
+            let item = event["item"]
+            guard bytesEqual(item?["type"]?.string, "message"), bytesEqual(item?["role"]?.string, "assistant"),
+                  let id = item?["id"]?.string else { return }
+            let response = event["response_id"]?.string
+            if response != nil && bytesEqual(response, cancelledResponseID) { return }
+            if var current = audioItem, current.id.isEmpty, current.truncatedAt == nil,
+               response == nil || current.responseID == nil || bytesEqual(response, current.responseID) {
+                // The response's own item: its audio start stays where the response began.
+                current.id = id
+                audioItem = current
+            } else {
+                audioItem = AudioItem(id: id, contentIndex: 0, responseID: response, startedAt: heardMilliseconds)
+            }
+        case "response.content_part.added":
+            let kind = event["part"]?["type"]?.string
+            if bytesEqual(kind, "audio") || bytesEqual(kind, "output_audio"), var item = audioItem,
+               bytesEqual(event["item_id"]?.string, item.id), let index = event["content_index"]?.int64, index >= 0, index < 1024 {
+                item.contentIndex = Int(index)
+                audioItem = item
+            }
 
         case "input_audio_buffer.committed":
             committed(event)
@@ -931,6 +1079,10 @@ public struct RealtimeConversation: Sendable {
         }
         let itemID = event["item_id"]?.string ?? ""
         if finishedItems.containsBytes(equalTo: itemID) && !itemID.isEmpty { return }
+        if role == .assistant, !itemID.isEmpty, var item = audioItem, item.id.isEmpty, item.truncatedAt == nil {
+            item.id = itemID  // a relay that names the item only here
+            audioItem = item
+        }
         let index: Int
         if let i = openTranscripts.firstIndex(where: { $0.role == role && $0.itemID.bytesEqual(itemID) }) {
             index = i
@@ -981,31 +1133,72 @@ public struct RealtimeConversation: Sendable {
             }
             return
         }
+        if role == .assistant, !itemID.isEmpty, var item = audioItem, item.id.bytesEqual(itemID), item.truncatedAt == nil, audioPlaying {
+            // Still being said: the line waits for the end of its audio, or for a cut.
+            item.finalText = capped
+            audioItem = item
+            return
+        }
         finalLine(role: role, text: capped, itemID: itemID)
     }
 
+    /// The assistant's audio played to its end (`output_audio_buffer.stopped`): its held
+    /// line goes out whole, and its length and duration tune the speaking rate.
+    private mutating func playedToTheEnd() {
+        guard var item = audioItem, item.truncatedAt == nil else { return }
+        let ms = heardOf(item)
+        if let text = item.finalText {
+            item.finalText = nil
+            audioItem = item
+            // Audio still in the device's buffer is not yet counted: a rate from a
+            // reply under a second would be mostly that error.
+            if ms >= 1000 {
+                spokenCharacters += text.unicodeScalars.count
+                spokenMilliseconds += ms
+            }
+            finalLine(role: .assistant, text: text, itemID: item.id)
+        }
+    }
+
     /// A final line takes its place: a user item's own, else after everything so far.
+    /// An assistant item the user cut off gives only what was heard of it.
     private mutating func finalLine(role: RealtimeRole, text: String, itemID: String) {
+        var heard: Int? = nil
+        var text = text
+        if role == .assistant, !itemID.isEmpty, let cut = truncatedItems.last(where: { $0.id.bytesEqual(itemID) }) {
+            heard = cut.ms
+            text = heardText(text, milliseconds: cut.ms)
+            // Cut before its first word ended: the user heard nothing of it to log.
+            if text.isEmpty { return }
+        }
         if role == .user, !itemID.isEmpty, let i = ordered.firstIndex(where: { $0.role == .user && $0.itemID.bytesEqual(itemID) && $0.text == nil }) {
             ordered[i].text = text
         } else if ordered.isEmpty {
-            emit(.transcript(role: role, text: text, final: true, itemID: itemID))
+            emitLine(role: role, text: text, itemID: itemID, heard: heard)
             return
         } else {
             if ordered.count >= Self.maxOrderedLines {
                 ordered[0].text = ordered[0].text ?? ""
                 flushOrdered()
             }
-            ordered.append(OrderedLine(role: role, itemID: itemID, text: text, since: now))
+            ordered.append(OrderedLine(role: role, itemID: itemID, text: text, since: now, heard: heard))
         }
         flushOrdered()
+    }
+
+    private mutating func emitLine(role: RealtimeRole, text: String, itemID: String, heard: Int?) {
+        if let heard {
+            emit(.interrupted(text: text, heardMilliseconds: heard, itemID: itemID))
+        } else {
+            emit(.transcript(role: role, text: text, final: true, itemID: itemID))
+        }
     }
 
     /// Gives the lines from the front whose turn it is.
     private mutating func flushOrdered() {
         while let first = ordered.first, let text = first.text {
             ordered.removeFirst()
-            if !text.isEmpty { emit(.transcript(role: first.role, text: text, final: true, itemID: first.itemID)) }
+            if !text.isEmpty { emitLine(role: first.role, text: text, itemID: first.itemID, heard: first.heard) }
         }
         // A front item that has waited its time holds nothing back any more.
         if let first = ordered.first, first.text == nil, ordered.count > 1, now >= first.since + Self.transcriptHold {

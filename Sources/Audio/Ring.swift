@@ -74,6 +74,10 @@ public final class SampleRing: @unchecked Sendable {
     /// the indices do): a mark for `discard(upTo:)`.
     public var writePosition: Int { writeIndex.load(ordering: .relaxed) }
 
+    /// Consumer: the position of the next sample to be popped (counts up forever, as
+    /// `writePosition`).
+    public var readPosition: Int { readIndex.load(ordering: .relaxed) }
+
     /// Consumer: drops what was pushed before the producer's `mark` (a `writePosition`
     /// it took), or everything waiting when `mark` is nil, and returns how many samples
     /// that was. A flush at barge-in: audio pushed after the mark stays. Only the

@@ -194,6 +194,14 @@ public final class PlaybackPipeline: PlaybackSource, @unchecked Sendable {
     /// The ring's write position when the loop asked for the flush (`markFlush`): what
     /// was queued after it is new audio and stays. Int.max: drop everything.
     let flushMark = Atomic<Int>(Int.max)
+    /// The last period rendered: the ring position of its first sample, how many
+    /// samples it took from the ring, and when its first sample is heard (ns on the
+    /// monotonic clock). The loop reads them to tell how much of what it queued has
+    /// come out of the speaker (`heardPosition`); each is one relaxed store, so a read
+    /// may pair one period's start with the next one's time: off by a period at most.
+    let periodStart = Atomic<Int>(0)
+    let periodTaken = Atomic<Int>(0)
+    let periodHeardAt = Atomic<Int64>(Int64.max)
 
     public init(rate: SampleRate, deviceRate: Int, maxPeriodFrames: Int, ringFrames: Int = 32,
                 chain: HookChain = HookChain(), reference: PlaybackReference? = nil) throws(AudioError) {
@@ -234,6 +242,18 @@ public final class PlaybackPipeline: PlaybackSource, @unchecked Sendable {
     /// drop ends in the ring.
     public func markFlush() { flushMark.store(ring.writePosition, ordering: .relaxed) }
 
+    /// Loop side: the ring position up to which samples have come out of the speaker at
+    /// `now` (what the last period took, as far as its play-out has gone by the device's
+    /// clock); samples queued after it are still in the ring or the device.
+    public func heardPosition(at now: Instant) -> Int {
+        let start = periodStart.load(ordering: .relaxed)
+        let taken = periodTaken.load(ordering: .relaxed)
+        let at = periodHeardAt.load(ordering: .relaxed)
+        guard at != Int64.max, now.nanoseconds > at else { return start }
+        let elapsed = (now.nanoseconds &- at) &* Int64(rate.hertz) / 1_000_000_000
+        return start &+ Int(min(Int64(taken), elapsed))
+    }
+
     /// Barge-in: what waited in the ring (up to the mark) is never played, and the
     /// reference learns that what was queued in the device from `time` on was not heard
     /// either.
@@ -248,7 +268,11 @@ public final class PlaybackPipeline: PlaybackSource, @unchecked Sendable {
     public func render(into buffer: UnsafeMutableRawBufferPointer, frames: Int, format: DeviceFormat, time: Instant) -> Int {
         // Samples at the pipeline rate that make `frames` at the device rate.
         let need = min(resampler == nil ? frames : frames * rate.hertz / format.sampleRate, mono.count)
+        let first = ring.readPosition
         let got = ring.pop(into: UnsafeMutableBufferPointer(rebasing: mono[0..<need]))
+        periodStart.store(first, ordering: .relaxed)
+        periodTaken.store(got, ordering: .relaxed)
+        periodHeardAt.store(time.nanoseconds, ordering: .relaxed)
         if got < need {
             underruns.xruns.add(1, ordering: .relaxed)
             for i in got..<need { mono[i] = 0 }

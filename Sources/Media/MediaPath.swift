@@ -17,6 +17,10 @@ public final class MediaPath {
     public private(set) var bytesSent = 0
     /// Whether any packet has arrived (before it, `playout` has nothing to give).
     public private(set) var receiving = false
+    /// Samples of the far end's stream handed out by `playout`: decoded, recovered and
+    /// concealed frames (a lost packet's time is still the stream's), not the silence
+    /// played while nothing is buffered. What a barge-in measures the reply's audio in.
+    public private(set) var streamSamples = 0
     /// Frames played since the last quiet one.
     var sinceQuiet = 0
     var lastQuiet = false
@@ -105,6 +109,7 @@ public final class MediaPath {
         let quiet = lastQuiet || sinceQuiet >= Int(MediaPath.forceCorrectionAfter.milliseconds) / clock.milliseconds
         let before = jitter.counters
         var n: Int
+        var stream = true
         switch jitter.pop(now: now, quiet: quiet) {
         case .packet(let p):
             if let m = decode(p.payload, fec: false) {
@@ -124,12 +129,14 @@ public final class MediaPath {
             }
         case .empty:
             n = decode(nil, fec: false) ?? 0
+            stream = false
         }
         if n == 0 {
             // The decoder refused even concealment: play silence of a frame's length.
             n = conceal
             for i in 0..<n { out[i] = 0 }
         }
+        if stream { streamSamples += n }
         let after = jitter.counters
         stats.driftDropped += after.driftDropped - before.driftDropped
         stats.driftInserted += after.driftInserted - before.driftInserted

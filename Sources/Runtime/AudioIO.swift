@@ -43,7 +43,8 @@ public final class AudioIO {
     let meter: LevelMeter?
     /// With `voice-flag`: the preprocessor whose voice flag drives Linnet's barge-in.
     let voice: SpeexPreprocessor?
-    /// With `aec`: the echo canceller, whose convergence the agent waits for in full duplex.
+    /// With `aec`: the echo canceller, whose measure of the echo decides when the
+    /// microphone is held (`duplex = auto`).
     let canceller: EchoCanceller?
     /// `--output`, when the speaker is a WAV file.
     let outputPath: String?
@@ -53,8 +54,11 @@ public final class AudioIO {
     /// capture gaps. The session's RTP time must move on by as much.
     var onSkip: (Int) -> Void = { _ in }
     /// Writes the provider's voice into the buffer (which holds 120 ms) and returns the
-    /// samples written; 0 when there is nothing to play (silence is played).
-    var onPlayout: (UnsafeMutableBufferPointer<Int16>) -> Int = { _ in 0 }
+    /// samples written (0 when there is nothing to play: silence is played) and how many
+    /// of them are the provider's stream (`MediaPath.streamSamples`).
+    var onPlayout: (UnsafeMutableBufferPointer<Int16>) -> (samples: Int, stream: Int) = { _ in (0, 0) }
+    /// What was queued for the speaker, to tell what of it has been heard.
+    var ledger: PlayoutLedger
     var clock: UplinkClock
     var uplinkTimer: EventLoop.TimerID?
     var source: EventLoop.SourceID?
@@ -80,6 +84,7 @@ public final class AudioIO {
         self.outputPath = outputPath
         frame = [Int16](repeating: 0, count: frameClock.samples)
         clock = UplinkClock(frameDuration: frameClock.duration)
+        ledger = PlayoutLedger(rate: frameClock.sampleRate)
     }
 
     /// Builds both ends from config: the microphone (the device, or `input` paced in real
@@ -205,7 +210,21 @@ public final class AudioIO {
     /// The playback thread consumed a period: the next stretch of the provider's voice.
     func playout(_ out: UnsafeMutableBufferPointer<Int16>) -> Int {
         noteOutputFailure()
-        return onPlayout(out)
+        let got = onPlayout(out)
+        // DuplexAudio queues it (or, for 0, a frame of silence) right after this.
+        if let duplex {
+            let n = got.samples > 0 ? min(got.samples, out.count) : frameSamples
+            ledger.queued(end: duplex.playbackPipeline.ring.writePosition &+ n, samples: n, stream: got.samples > 0 ? got.stream : 0)
+        }
+        return got.samples
+    }
+
+    /// How much of the provider's stream the speaker has played out by now, and where
+    /// the stretch now playing began, in ms of the stream.
+    func downlinkHeard() -> (heard: Int, spurtStart: Int?) {
+        guard let duplex else { return (ledger.milliseconds(ledger.streamTotal), ledger.spurtStart.map { ledger.milliseconds($0) }) }
+        let heard = ledger.heardStream(atRing: duplex.playbackPipeline.heardPosition(at: MonotonicClock.now()))
+        return (ledger.milliseconds(heard), ledger.spurtStart.map { ledger.milliseconds($0) })
     }
 
     /// A failing `--output` (a full disk, `EFBIG` past `LimitFSIZE=`) loses the rest of
@@ -278,3 +297,6 @@ public final class AudioIO {
         noteOutputFailure()
     }
 }
+
+// INTERIM (replaced when the canceller's own measure lands): audible until converged.
+extension EchoCanceller { var echoAudible: Bool { !converged } }

@@ -119,14 +119,17 @@ public final class Runtime {
                              sendOnOpen: sendOnOpen, statsInterval: config.statsSeconds > 0 ? .seconds(Int64(config.statsSeconds)) : nil,
                              pushToTalk: config.effectiveTurnDetection == .ptt, turnDetectionName: config.effectiveTurnDetection.rawValue,
                              realtime: realtime, peer: peer)
-        settings.halfDuplex = config.effectiveDuplex == .half
-        // Full duplex rests on the canceller: half duplex until it has converged.
-        settings.waitForCanceller = config.effectiveTurnDetection == .vad && config.effectiveDuplex == .full && config.aec
+        settings.micHold = config.micHold
         // Linnet's own barge-in needs the flag to hear the user and not the assistant:
-        // only behind the echo canceller, in full duplex, in voice mode.
-        if config.effectiveTurnDetection == .vad, config.effectiveDuplex == .full, config.aec, config.voiceFlag, config.bargeInMS > 0 {
+        // voice mode, the microphone not held for the whole reply, and no speaker heard
+        // by the microphone without a canceller in between (behind the canceller the
+        // core also waits while echo is measured uncancelled).
+        let flagHearsTheUser = config.aec || !config.acousticPath
+        if config.effectiveTurnDetection == .vad, config.micHold != .whileAssistantSpeaks, flagHearsTheUser, config.voiceFlag, config.bargeInMS > 0 {
             settings.localBargeIn = .milliseconds(Int64(config.bargeInMS))
         }
+        // The direct route tells OpenAI what the user heard of a reply they cut off.
+        if case .openai = route { settings.realtime.truncatesHeardAudio = true }
         settings.carryTurns = config.carryTurns
         settings.hangupURL = config.hangupURL
         return settings
@@ -136,12 +139,14 @@ public final class Runtime {
 
     public func start() throws(CLIFailure) {
         let voice = core.settings.localBargeIn != nil ? audio.voice : nil
-        let canceller = core.settings.waitForCanceller ? audio.canceller : nil
+        let canceller = core.settings.micHold == .whileEchoAudible ? audio.canceller : nil
         audio.onFrame = { frame in
             self.feedAudioCounters()
+            let d = self.audio.downlinkHeard()
+            self.core.downlink(heard: d.heard, spurtStart: d.spurtStart)
             // The capture thread's flag, read from its atomic (the thread itself only
             // stores it): first, so a barge-in's flush comes before this frame goes.
-            if let canceller { self.core.echoCanceller(converged: canceller.converged, now: self.loop.now) }
+            if let canceller { self.core.echo(audible: canceller.echoAudible, now: self.loop.now) }
             if let voice { self.core.localVoice(heldFor: voice.voiceHeld, now: self.loop.now) }
             frame.withUnsafeBufferPointer { self.core.uplink($0, now: self.loop.now) }
             self.drive()
@@ -151,7 +156,12 @@ public final class Runtime {
             self.drive()
         }
         // Playout is pulled by the speaker's clock (Devices' DuplexAudio), not a timer.
-        audio.onPlayout = { out in self.activeMedia?.playout(now: self.loop.now, into: out) ?? 0 }
+        audio.onPlayout = { out in
+            guard let m = self.activeMedia else { return (0, 0) }
+            let before = m.streamSamples
+            let n = m.playout(now: self.loop.now, into: out)
+            return (n, m.streamSamples - before)
+        }
         try audio.start()
         if let lights {
             lights.state = { self.lightState() }

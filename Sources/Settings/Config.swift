@@ -17,12 +17,37 @@ public enum TurnDetection: String, Sendable, Equatable, CaseIterable {
 
 /// Whether the microphone stays open while the assistant speaks.
 public enum Duplex: String, Sendable, Equatable, CaseIterable {
-    /// Open: the user can talk over the assistant (barge-in); safe only with echo
-    /// cancellation, or the assistant hears itself.
+    /// Open, unless echo is measured to reach the microphone and is not cancelled yet
+    /// (with `aec`), or the speaker plays into the room with no canceller at all.
+    case auto
+    /// Always open: the user can talk over the assistant (barge-in), whatever reaches the
+    /// microphone (a headset, a file, a canceller trusted from the start).
     case full
-    /// Silence is sent while the assistant speaks (and for a short tail after), so its
-    /// own voice never comes back as the user's.
+    /// Silence is sent while the assistant speaks, so its own voice never comes back as
+    /// the user's; the user cannot cut in.
     case half
+}
+
+/// A feature that is on, off, or decided from the rest of the configuration (`auto`).
+/// Written as a boolean or `auto`; a bare `--flag` is `on`, `--no-flag` `off`.
+public enum AutoSwitch: String, Sendable, Equatable, CaseIterable {
+    case auto
+    case on
+    case off
+}
+
+/// When the microphone is held shut (silence sent) in voice mode: what `duplex`, `aec`
+/// and the audio ends make of it (`Config.micHold`).
+public enum MicHold: Sendable, Equatable {
+    /// Never: nothing the speaker plays reaches the microphone through the air, or the
+    /// user chose full duplex.
+    case never
+    /// While the echo canceller measures echo at the microphone that it does not cancel
+    /// yet (`EchoCanceller.echoAudible`).
+    case whileEchoAudible
+    /// While the assistant speaks (`duplex = half`, or a speaker into the room with
+    /// `aec` off: nothing measures the echo then).
+    case whileAssistantSpeaks
 }
 
 /// The `turn-detection` key's words: the mode, and for voice detection which kind
@@ -153,8 +178,7 @@ public struct Config: Sendable, Equatable {
     public var transcriptionModel: String? = nil
     /// Nil: `ptt` when a button is configured (and not `open`), else `vad`.
     public var turnDetection: TurnDetection? = nil
-    /// Nil: `full` with `aec`, else `half`.
-    public var duplex: Duplex? = nil
+    public var duplex = Duplex.auto
     /// `server_vad` / `semantic_vad` from `turn-detection`; nil: the session's own.
     public var vadType: VADType? = nil
     public var vadThreshold: Double? = nil
@@ -190,11 +214,13 @@ public struct Config: Sendable, Equatable {
     public var noiseGateDBFS = 0.0
     public var limiter = false
     public var limiterDBFS = 0.0
-    public var aec = false
+    /// `aec` as configured; `aec` is what it comes to.
+    public var aecChoice = AutoSwitch.auto
     public var aecFilterMS = 0
     public var aecSuppressDB = 0
     public var noiseSuppressDB = 0
-    public var voiceFlag = false
+    /// `voice-flag` as configured; `voiceFlag` is what it comes to.
+    public var voiceFlagChoice = AutoSwitch.auto
     /// `barge-in-ms`: how long Linnet's voice flag must hold over the assistant to cut it
     /// (voice mode, full duplex with aec and voice-flag); 0: off.
     public var bargeInMS = 0
@@ -257,10 +283,52 @@ public struct Config: Sendable, Equatable {
         return ptt != nil && pttMode != .open ? .ptt : .vad
     }
 
-    /// The duplex mode in effect: full only when echo cancellation is on, unless set.
-    public var effectiveDuplex: Duplex {
-        if let duplex { return duplex }
-        return aec ? .full : .half
+    /// Whether what the speaker plays can reach the microphone through the air: a
+    /// capture device and a playback device, neither replaced by a file nor `none`.
+    public var acousticPath: Bool {
+        input == nil && output == nil && !capture.bytesEqual("none") && !playback.bytesEqual("none")
+    }
+
+    /// Echo cancellation in effect: `auto` turns it on wherever there is echo to cancel:
+    /// for `run`, a real speaker and microphone; for `linnet audio`, a far end to cancel
+    /// (the offline `--reference`, the live `--far-end`), never its loopback, where the
+    /// speaker plays the microphone itself.
+    public var aec: Bool {
+        get {
+            switch aecChoice {
+            case .on: return true
+            case .off: return false
+            case .auto: return command == .audio ? reference != nil || farEnd != nil : acousticPath
+            }
+        }
+        set { aecChoice = newValue ? .on : .off }
+    }
+
+    /// When voice mode holds the microphone shut while the assistant speaks.
+    public var micHold: MicHold {
+        switch duplex {
+        case .full: return .never
+        case .half: return .whileAssistantSpeaks
+        case .auto:
+            if aec { return .whileEchoAudible }
+            return acousticPath ? .whileAssistantSpeaks : .never
+        }
+    }
+
+    /// The voice-activity flag in effect: `auto` turns it on where it can cut the
+    /// assistant at once (`run` in voice mode, with the microphone not held for the
+    /// whole reply) and behind the echo canceller, whose preprocessor computes it anyway.
+    public var voiceFlag: Bool {
+        get {
+            switch voiceFlagChoice {
+            case .on: return true
+            case .off: return false
+            case .auto:
+                if aec && aecSuppressDB > 0 { return true }
+                return command == .run && effectiveTurnDetection == .vad && micHold != .whileAssistantSpeaks
+            }
+        }
+        set { voiceFlagChoice = newValue ? .on : .off }
     }
 
     /// `run`'s keys, as the config file, `LINNET_…` and `--…` spell them.

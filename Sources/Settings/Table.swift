@@ -124,12 +124,12 @@ extension SettingsTable {
                "the last N transcript lines a new session (rollover, reconnect) is given, so the assistant remembers (0: none)") {
             $0.carryTurns = $1
         },
-        .optional("duplex", Parser<Duplex>.oneOf, .session, .agent,
-                  "full: the microphone stays open while the assistant speaks (barge-in), once the echo canceller has converged; half: silence is sent meanwhile (default full with aec, else half)") {
+        .value("duplex", Parser<Duplex>.oneOf, .session, .agent, default: "auto",
+               "voice mode, while the assistant speaks: auto keeps the microphone open (the user can cut in) except while echo is measured to reach it uncancelled, or with a speaker and aec off; full: always open; half: silence is sent") {
             $0.duplex = $1
         },
         .value("barge-in-ms", .whole(0...2_000, "0 (off) or a whole number of milliseconds from 1 to 2000", metavar: "MS"), .session, .agent,
-               default: "200", "voice mode with aec and voice-flag: the user's voice held this long over the assistant cuts it at once (0: only the provider's VAD)") {
+               default: "200", "voice mode with voice-flag: the user's voice held this long over the assistant cuts it at once, and what was heard of the reply is told to the provider (0: only the provider's VAD)") {
             $0.bargeInMS = $1
         },
         .value("max-session-minutes", .whole(1...1440, "a whole number of minutes from 1 to 1440"), .session, .agent, default: "60",
@@ -162,8 +162,8 @@ extension SettingsTable {
                "the pipeline's sample rate (all Opus rates)") { $0.rate = $1 },
         .value("capture-channel", .captureChannel, .hooks, [.agent, .audio], default: "mix", aliases: [Alias("channel")],
                "the device channel that becomes the voice, 0 the left of a stereo HAT (mix: their average)") { $0.captureChannel = $1 },
-        .value("aec", .boolean, .hooks, [.agent, .audio], default: "false",
-               "acoustic echo cancellation (speexdsp MDF, at 16 kHz: what is sent is then band-limited to 7.2 kHz and 3 ms later at 48 kHz) against what the speaker plays; the echo delay is found") { $0.aec = $1 },
+        .value("aec", .autoBoolean, .hooks, [.agent, .audio], default: "auto",
+               "auto: on with a speaker and a microphone (off with output/input files or none); acoustic echo cancellation (speexdsp MDF, at 16 kHz: what is sent is then band-limited to 7.2 kHz and 3 ms later at 48 kHz) against what the speaker plays; the echo delay is found") { $0.aecChoice = $1 },
         .value("aec-filter-ms", .whole(20...1000, "a whole number of milliseconds from 20 to 1000", metavar: "MS"), .hooks, [.agent, .audio],
                default: "250", "the room tail the echo canceller models, after the delay") { $0.aecFilterMS = $1 },
         .value("aec-suppress-db", .whole(0...60, "0 (off) or a whole number of dB from 1 to 60", metavar: "DB"), .hooks, [.agent, .audio],
@@ -172,8 +172,8 @@ extension SettingsTable {
         },
         .value("noise-suppress-db", .whole(0...60, "0 (off) or a whole number of dB from 1 to 60", metavar: "DB"), .hooks, [.agent, .audio],
                default: "0", "noise suppression (speexdsp preprocessor): how far stationary noise is lowered (0: off)") { $0.noiseSuppressDB = $1 },
-        .value("voice-flag", .boolean, .hooks, [.agent, .audio], default: "false",
-               "a voice-activity flag from the speexdsp preprocessor (audio reports it)") { $0.voiceFlag = $1 },
+        .value("voice-flag", .autoBoolean, .hooks, [.agent, .audio], default: "auto",
+               "a voice-activity flag from the speexdsp preprocessor, which cuts the assistant when the user talks over it (barge-in-ms); auto: on behind aec and in run's voice mode unless half duplex (audio reports it)") { $0.voiceFlagChoice = $1 },
         .value("high-pass-hz", .whole(0...1000, "0 (off) or a frequency from 20 to 1000 Hz", metavar: "HZ", valid: { $0 == 0 || $0 >= 20 }),
                .hooks, [.agent, .audio], default: "80", aliases: [Alias("no-high-pass", value: "0")],
                "DC and rumble removal, its corner (0: off)") { $0.highPassHz = $1 },

@@ -71,6 +71,21 @@ extension Parser where Value == Bool {
     }
 }
 
+extension Parser where Value == AutoSwitch {
+    /// `auto` or a boolean word; on the command line a bare `--key` is on and
+    /// `--no-key` off, as for booleans.
+    static var autoBoolean: Parser {
+        Parser(metavar: "", expected: "auto or a boolean (true/false, yes/no, on/off, 1/0)", example: "true", isBoolean: true) { v in
+            switch lowercasedASCII(v) {
+            case "auto": return .auto
+            case "true", "yes", "on", "1": return .on
+            case "false", "no", "off", "0": return .off
+            default: return nil
+            }
+        }
+    }
+}
+
 extension Parser where Value == Int {
     /// Digits only (no sign, no spaces) within `range`, and passing `valid` where a range
     /// has holes (`0 (off) or 20…1000`).

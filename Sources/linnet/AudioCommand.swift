@@ -20,9 +20,12 @@ enum AudioCommand {
             let config = try loadConfig(.audio, args).0
             // The offline echo reference: what the speaker played, converted to the
             // pipeline's rate and channel as the microphone is.
+            // --far-end and --sent first: what they need is the clearer message (an
+            // offline --far-end also turns `aec = auto` on).
+            try checkEchoTest(config)
             var reference: FileReference? = nil
             if let path = config.reference {
-                guard config.aec else { throw CLIFailure(.usage, "audio: --reference is the echo canceller's: give --aec too") }
+                guard config.aec else { throw CLIFailure(.usage, "audio: --reference is the echo canceller's, which is off here (--no-aec or aec = false): give --aec") }
                 guard config.input != nil, config.output != nil else {
                     throw CLIFailure(.usage, "audio: --reference works offline: give --input MIC.wav and --output OUT.wav too")
                 }
@@ -30,7 +33,6 @@ enum AudioCommand {
             } else if config.aec && config.input != nil && config.output != nil {
                 throw CLIFailure(.usage, "audio: --aec offline needs --reference SPEAKER.wav (what the speaker played)")
             }
-            try checkEchoTest(config)
             let hooks = try AudioSetup(config: config, reference: reference)
             // As for run, input and output replace capture and playback; with both, no
             // device is involved and the conversion runs as fast as it can.
@@ -39,7 +41,8 @@ enum AudioCommand {
             }
             return try live(config, hooks: hooks)
         } catch {
-            Log.error("audio: \(error.message)")
+            // Most messages already name the command; say it once.
+            Log.error(error.message.startsWithBytes("audio: ") ? error.message : "audio: " + error.message)
             return error.status
         }
     }

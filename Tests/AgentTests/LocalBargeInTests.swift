@@ -1,6 +1,7 @@
 import Testing
 import Wire
 import JSON
+import Settings
 @testable import Agent
 
 /// Barge-in by Linnet's own voice flag (issue 15): voice mode, full duplex, the OpenAI
@@ -10,12 +11,10 @@ import JSON
 @Suite struct LocalBargeInTests {
     struct Setup {
         var pushToTalk = false
-        var halfDuplex = false
+        var hold = MicHold.whileEchoAudible
         var bargeIn: Duration? = .milliseconds(200)
-        /// Zero here; its own test below.
-        var warmup = Duration.zero
-        /// Full duplex behind a canceller that has not converged.
-        var waitForCanceller = false
+        /// The canceller measures echo it does not cancel.
+        var echoAudible = false
     }
 
     func types(_ messages: ArraySlice<String>) -> [String] {
@@ -27,12 +26,11 @@ import JSON
         o.route = .openai
         o.pushToTalk = setup.pushToTalk
         o.configure = {
-            $0.halfDuplex = setup.halfDuplex
+            $0.micHold = setup.hold
             $0.localBargeIn = setup.bargeIn
-            $0.localBargeInWarmup = setup.warmup
-            $0.waitForCanceller = setup.waitForCanceller
         }
         let w = try ProviderWorld(o)
+        w.echoAudible = setup.echoAudible
         w.provider.onMessage = WorldProvider.realtimeScript
         w.startCore()
         try #require(w.run(within: .seconds(5)) { w.records("provider_session").contains { $0["state"]?.string == "updated" } } != nil)
@@ -125,14 +123,14 @@ import JSON
         #expect(types(p.messages[base...]).isEmpty && w.flushes.isEmpty && w.records("barge_in").isEmpty)
     }
 
-    @Test(arguments: ["half duplex", "push-to-talk", "muted", "off", "canceller not converged"])
+    @Test(arguments: ["half duplex", "push-to-talk", "muted", "off", "echo uncancelled"])
     func neverWhere(_ case_: String) throws {
         var setup = Setup()
         switch case_ {
-        case "half duplex": setup.halfDuplex = true
+        case "half duplex": setup.hold = .whileAssistantSpeaks
         case "push-to-talk": setup.pushToTalk = true
         case "off": setup.bargeIn = nil
-        case "canceller not converged": setup.waitForCanceller = true
+        case "echo uncancelled": setup.echoAudible = true
         default: break
         }
         let (w, p) = try world(setup)
@@ -163,32 +161,41 @@ import JSON
         #expect(cut - started >= .milliseconds(200) && cut - started <= .milliseconds(220), "\(cut - started)")
     }
 
-    /// Until the assistant has spoken for the warm-up in all (the canceller converging
-    /// on its first answers), the voice flag cuts nothing; speech of earlier answers
-    /// counts toward it.
-    @Test func notBeforeTheWarmUp() throws {
-        var setup = Setup()
-        setup.warmup = .seconds(1)
-        let (w, p) = try world(setup)
-        // A first answer of 600 ms, heard to its end with the voice flag on.
-        try say(w, p, speaking("resp_1"))
-        let first = try #require(w.run(within: .milliseconds(100)) { w.core.assistantSpeaking })
+    /// The cut tells OpenAI what the speaker played of the reply, by the device's own
+    /// count (reported before each uplink frame), and the next session is given only
+    /// the heard part, marked as cut off: never the whole reply.
+    @Test func theCutTruncatesAtWhatWasHeardAndCarriesOnlyThat() throws {
+        let (w, p) = try world()
+        w.speaker(true)
+        w.run(for: .milliseconds(500))  // earlier audio: the stream's clock runs on
+        w.speaker(false)
+        w.run(for: .milliseconds(500))
+        try say(w, p, speaking("resp_1") + [
+            #"{"type":"response.output_item.added","response_id":"resp_1","output_index":0,"item":{"id":"item_r1","type":"message","role":"assistant","content":[]}}"#,
+            #"{"type":"response.output_audio_transcript.done","response_id":"resp_1","item_id":"item_r1","content_index":0,"transcript":"The kitchen light is on now and the door is open."}"#])
+        // The reply's audio reaches the speaker 60 ms after its events.
+        w.run(for: .milliseconds(60))
+        w.speaker(true)
+        w.run(for: .milliseconds(1_500))
         let base = p.messages.count
-        voice(w, for: .milliseconds(600) - (w.now - first))
-        try say(w, p, [#"{"type":"output_audio_buffer.stopped","response_id":"resp_1"}"#,
-                       #"{"type":"response.done","response":{"id":"resp_1","status":"completed","output":[]}}"#])
-        _ = w.run(within: .milliseconds(100)) { !w.core.assistantSpeaking }
-        #expect(types(p.messages[base...]).isEmpty && w.flushes.isEmpty)
-        // The second answer: 400 ms more make the second of warm-up; the voice held
-        // since its start cuts it then.
-        try say(w, p, speaking("resp_2"))
-        let second = try #require(w.run(within: .milliseconds(100)) { w.core.assistantSpeaking })
-        w.voice(true)
-        w.run(for: .milliseconds(800))
-        #expect(types(p.messages[base...]) == ["response.cancel", "output_audio_buffer.clear"])
-        let cut = try #require(w.flushes.first?.at)
-        let spokenFirst = Duration.milliseconds(600)
-        #expect(cut - second >= .seconds(1) - spokenFirst - .milliseconds(20) && cut - second <= .seconds(1) - spokenFirst + .milliseconds(40),
-                "\(cut - second)")
+        voice(w, for: .milliseconds(300))
+        let sent = p.messages[base...].compactMap { try? JSONValue.parse(Array($0.utf8)) }
+        #expect(sent.map { $0["type"]?.string ?? "?" } == ["response.cancel", "output_audio_buffer.clear", "conversation.item.truncate"])
+        let t = try #require(sent.last)
+        #expect(t["item_id"]?.string == "item_r1" && t["content_index"]?.int64 == 0)
+        // 1.5 s played, then the 200 ms debounce (one uplink frame of slack): the
+        // speaker played on until the cut.
+        let ms = try #require(t["audio_end_ms"]?.int64)
+        #expect(ms >= 1_700 && ms <= 1_720, "\(ms)")
+        w.speaker(false)
+        let line = try #require(w.records("transcript").last)
+        #expect(line["interrupted"]?.bool == true && line["text"]?.string == "The kitchen light is on…")
+        #expect(w.core.history.last == CarriedTurn(role: .assistant, text: "The kitchen light is on…"))
+        // A new conversation (the long press): the next session hears only that.
+        w.core.newConversation(now: w.now)
+        w.drive()
+        let next = try #require(w.run(within: .seconds(5)) { w.provider.sessionOfCore[2]?.messages.contains { $0.contains("conversation.item.create") } == true } != nil ? w.provider.sessionOfCore[2] : nil)
+        let carried = next.messages.filter { $0.contains("conversation.item.create") }
+        #expect(carried.contains { $0.contains("The kitchen light is on…") } && !carried.contains { $0.contains("door is open") }, "\(carried)")
     }
 }

@@ -162,6 +162,23 @@ final class ProviderWorld {
     /// as linnet's Runtime does (`localVoice`), held for the time it has been on.
     var voiceSince: Instant?
     func voice(_ on: Bool) { voiceSince = on ? (voiceSince ?? now) : nil }
+    /// The speaker: while it plays the provider's stream, that stream is heard in real
+    /// time; reported before each uplink frame as linnet's Runtime does (`downlink`).
+    var speakerSince: Instant?
+    var heardBefore = 0
+    var spurtStart: Int?
+    var heardNow: Int { heardBefore + (speakerSince.map { Int((now - $0).milliseconds) } ?? 0) }
+    func speaker(_ on: Bool) {
+        if on, speakerSince == nil {
+            spurtStart = heardBefore
+            speakerSince = now
+        } else if !on, speakerSince != nil {
+            heardBefore = heardNow
+            speakerSince = nil
+        }
+    }
+    /// The echo canceller's measure, reported before each uplink frame when set.
+    var echoAudible: Bool?
 
     // Scheduled actions (faults, presses) in time order.
     var scheduled: [(at: Instant, order: Int, action: (ProviderWorld) -> Void)] = []
@@ -202,7 +219,10 @@ final class ProviderWorld {
         peer.ice.silenceProbe = .milliseconds(1000)
         peer.ice.disconnectedTimeout = .milliseconds(2000)
         var realtime = RealtimeSettings(turnDetection: o.pushToTalk ? .ptt : .vad)
-        if o.route == .openai { realtime.transcriptionModel = "gpt-4o-mini-transcribe" }
+        if o.route == .openai {
+            realtime.transcriptionModel = "gpt-4o-mini-transcribe"
+            realtime.truncatesHeardAudio = true
+        }
         realtime.minimumCommitMilliseconds = 150
         realtime.pttTailMilliseconds = 200
         var s = AgentSettings(route: route, token: o.token, policy: policy, maxAttempts: o.maxAttempts, runFor: o.runFor,
@@ -395,6 +415,8 @@ final class ProviderWorld {
         frameIndex += 1
         let before = core.activePeer?.stats.rtpSent ?? 0
         let active = core.activeID
+        core.downlink(heard: heardNow, spurtStart: spurtStart)
+        if let echoAudible { core.echo(audible: echoAudible, now: now) }
         core.localVoice(heldFor: voiceSince.map { now - $0 } ?? .zero, now: now)
         frame.withUnsafeBufferPointer { core.uplink($0, now: now) }
         if let active, core.activeID == active, let p = core.activePeer, p.stats.rtpSent > before { framesOffered += 1 }

@@ -22,6 +22,8 @@ private struct ModelServer {
     var errors: [String] = []
     var commits = 0
     var responses = 0
+    /// `audio_end_ms` of each truncate the client sent.
+    var truncates: [Int] = []
 
     /// Audio that arrived over RTP.
     mutating func audio(milliseconds: Int) { samplesSinceClear += milliseconds * 48 }
@@ -76,6 +78,9 @@ private struct ModelServer {
             playing = false
             stopAt = .max
             return [["type": "output_audio_buffer.cleared"]]
+        case "conversation.item.truncate":
+            truncates.append(Int(e["audio_end_ms"]?.int64 ?? -1))
+            return [["type": "conversation.item.truncated", "item_id": e["item_id"] ?? .null]]
         default:
             return error("invalid_value")
         }
@@ -117,9 +122,10 @@ private struct SimulationResult {
 private func simulate(seed: UInt64, seconds: Int, channelLatency: Int, rtpLatency: Int,
                       minimumCommit: Int = 100, tail: Int = 0) -> SimulationResult {
     var rng = SeededRandom(seed: seed)
-    var c = RealtimeConversation(settings: RealtimeSettings(transcriptionModel: "gpt-4o-mini-transcribe",
-                                                            turnDetection: .ptt, minimumCommitMilliseconds: minimumCommit,
-                                                            pttTailMilliseconds: tail))
+    var settings = RealtimeSettings(transcriptionModel: "gpt-4o-mini-transcribe", turnDetection: .ptt,
+                                    minimumCommitMilliseconds: minimumCommit, pttTailMilliseconds: tail)
+    settings.truncatesHeardAudio = true
+    var c = RealtimeConversation(settings: settings)
     var server = ModelServer()
     var result = SimulationResult(server: server)
     enum Packet { case event(String), audio(Int) }
@@ -146,7 +152,7 @@ private func simulate(seed: UInt64, seconds: Int, channelLatency: Int, rtpLatenc
                 switch e {
                 case .tooShort: result.tooShort += 1
                 case .transcript(.user, _, true, _): result.userLines += 1
-                case .transcript(.assistant, _, true, _): result.assistantLines += 1
+                case .transcript(.assistant, _, true, _), .interrupted: result.assistantLines += 1
                 case .providerError(let code, _, _):
                     if code != "response_cancel_not_active" { result.unexpected.append(code ?? "nil") }
                 case .malformed(let r), .settingIgnored(let r): result.unexpected.append(r)
@@ -172,6 +178,9 @@ private func simulate(seed: UInt64, seconds: Int, channelLatency: Int, rtpLatenc
             }
         }
         for e in server.tick(now: now) { toClient.append((now + channelLatency, e.serializedString())) }
+        // The speaker plays the provider's stream without a pause (RTP as fast as the
+        // channel): what has been heard is the time, in ms.
+        c.downlink(heard: now, spurtStart: 0)
         if let t = c.nextDeadline, t <= instant {
             c.handleTimeout(now: instant)
             drainClient(now: now)
@@ -265,8 +274,13 @@ private func simulate(seed: UInt64, seconds: Int, channelLatency: Int, rtpLatenc
             #expect(!r.serverPlayingAtEnd && !r.speakingAtEnd)
             #expect(r.unexpected.isEmpty, "\(r.unexpected)")
             #expect(r.userLines == r.server.commits)
-            // Every response ends in a line: its done, or a cut-off one with "Hello ".
-            #expect(r.assistantLines == r.server.responses)
+            // Every response ends in a line: its done, or the heard part of a cut-off
+            // one ("Hello…"), unless it was cut before "Hello" was said (5 characters at 15
+            // characters a second, rounded: under 300 ms): each cut told the server what
+            // was heard.
+            let silentCuts = r.server.truncates.filter { $0 < 300 }.count
+            #expect(r.assistantLines + silentCuts == r.server.responses)
+            #expect(r.server.truncates.count > 3 && r.server.truncates.allSatisfy { $0 >= 0 })
         }
     }
 }

@@ -296,6 +296,7 @@ private enum Fixture {
             soFar += w
             expected.append(.transcript(role: .assistant, text: soFar, final: false, itemID: Fixture.replyItem))
         }
+        // The whole line once its audio has played (it was held since its done event).
         expected.append(.transcript(role: .assistant, text: Fixture.reply, final: true, itemID: Fixture.replyItem))
         expected.append(.speaking(false))
         #expect(events(all) == expected)
@@ -390,21 +391,24 @@ private enum Fixture {
         #expect(types(try sent(receive(&c, Fixture.committed))) == ["response.create"])
     }
 
-    @Test("a response cut off by a press leaves its line as far as it got")
+    @Test("a response cut off by a press leaves only the heard part of its line, marked interrupted")
     func cutOffLine() {
         // OpenAIScript's order: created, started, three deltas, then our press; its
         // cancelled response.done names a fresh, empty item, so the line comes from the
-        // deltas of that response.
+        // deltas of that response, cut to what the speaker played of it.
         var c = opened()
+        c.downlink(heard: 5_000, spurtStart: 0)  // earlier audio, long before
         _ = receive(&c, Fixture.responseCreated)
         _ = receive(&c, Fixture.audioStarted)
         for w in Fixture.replyWords.prefix(3) { _ = receive(&c, Fixture.delta(w)) }
+        // 600 ms of it played: at 15 characters a second, 9 of "Hi, this is ".
+        c.downlink(heard: 5_600, spurtStart: 5_000)
         c.press(now: at(0))
         _ = drain(&c)
         var late = receive(&c, Fixture.responseCancelled)
         late += receive(&c, Fixture.audioStopped)
         late += receive(&c, Fixture.audioCleared)
-        #expect(events(late) == [.transcript(role: .assistant, text: "Hi, this is ", final: true, itemID: Fixture.replyItem)])
+        #expect(events(late) == [.interrupted(text: "Hi, this…", heardMilliseconds: 600, itemID: Fixture.replyItem)])
         // A done for the same item later does not repeat it.
         #expect(events(receive(&c, Fixture.done())).isEmpty)
     }
@@ -1170,5 +1174,146 @@ private enum Fixture {
         _ = receive(&c, Fixture.audioStarted)
         let cut = c.localSpeech(now: at(0))
         #expect(!cut && drain(&c).isEmpty && c.isAssistantSpeaking)
+    }
+}
+
+// MARK: Barge-in: what was heard
+
+/// A cut of the assistant tells the provider how much of its audio item the speaker
+/// actually played (`conversation.item.truncate`, FIELD.md "Interruption"), from the
+/// device's own count of what came out of the speaker (`downlink(heard:spurtStart:)`),
+/// and the line logged and carried is only the heard part.
+@Suite struct RealtimeTruncateTests {
+    static let itemAdded = #"{"type": "response.output_item.added", "event_id": "e1", "response_id": "resp_5a6b7c8d9e0f1a2b3c4d5e6f", "output_index": 0, "item": {"id": "item_9e0f1a2b3c4d5e6f7a8b9c0d", "type": "message", "role": "assistant", "status": "in_progress", "content": []}}"#
+    static let partAdded = #"{"type": "response.content_part.added", "event_id": "e2", "response_id": "resp_5a6b7c8d9e0f1a2b3c4d5e6f", "item_id": "item_9e0f1a2b3c4d5e6f7a8b9c0d", "output_index": 0, "content_index": 1, "part": {"type": "output_audio", "transcript": ""}}"#
+    static let speechStarted = #"{"type": "input_audio_buffer.speech_started", "event_id": "e3", "audio_start_ms": 1000, "item_id": "item_user"}"#
+
+    func settings(_ mode: TurnDetection, truncates: Bool = true) -> RealtimeSettings {
+        var s = RealtimeSettings(turnDetection: mode)
+        s.truncatesHeardAudio = truncates
+        return s
+    }
+
+    /// A reply whose audio stretch starts at `spurt` ms of the stream (its events arrive
+    /// with the stream at `eventAt`), `played` ms of it heard when the cut comes.
+    func replying(_ c: inout RealtimeConversation, eventAt: Int, spurt: Int, played: Int) {
+        c.downlink(heard: eventAt, spurtStart: spurt <= eventAt ? spurt : nil)
+        _ = receive(&c, Fixture.responseCreated)
+        _ = receive(&c, Self.itemAdded)
+        _ = receive(&c, Self.partAdded)
+        _ = receive(&c, Fixture.audioStarted)
+        for w in Fixture.replyWords { _ = receive(&c, Fixture.delta(w)) }
+        _ = receive(&c, Fixture.done())  // the whole text long before the audio is said
+        c.downlink(heard: spurt + played, spurtStart: spurt)
+    }
+
+    func truncate(_ outputs: [RealtimeOutput]) throws -> JSONValue? {
+        try sent(outputs).first { $0["type"]?.string == "conversation.item.truncate" }
+    }
+
+    @Test("a press over the reply truncates at what the speaker played, content index from the part")
+    func pressTruncates() throws {
+        var c = opened(settings(.ptt))
+        // RTP ran 80 ms ahead of the events: the stretch began before the start event.
+        replying(&c, eventAt: 10_080, spurt: 10_000, played: 1_400)
+        c.press(now: at(0))
+        let out = drain(&c)
+        #expect(types(try sent(out)) == ["input_audio_buffer.clear", "response.cancel", "output_audio_buffer.clear", "conversation.item.truncate"])
+        let t = try #require(try truncate(out))
+        #expect(t["item_id"]?.string == Fixture.replyItem)
+        #expect(t["content_index"]?.int64 == 1)
+        #expect(t["audio_end_ms"]?.int64 == 1_400)
+        #expect(out.contains(.flushPlayback))
+        // The heard part (1.4 s at 15 characters a second: 21 characters), not the whole
+        // reply the server's done event gave long before.
+        #expect(events(out).contains(.interrupted(text: "Hi, this is the test…", heardMilliseconds: 1_400, itemID: Fixture.replyItem)))
+        let finals = events(out).filter { e in
+            if case .transcript(_, _, let final, _) = e { return final }
+            return false
+        }
+        #expect(finals.isEmpty)
+        // Once per item: the server's clear after it sends no second truncate.
+        #expect(try truncate(receive(&c, Fixture.audioCleared)) == nil)
+    }
+
+    @Test("a provider streaming without pauses: the reply starts at its start event")
+    func continuousStream() throws {
+        var c = opened(settings(.ptt))
+        // The stretch began a minute ago (silence packets between replies).
+        replying(&c, eventAt: 60_000, spurt: 0, played: 0)
+        c.downlink(heard: 60_900, spurtStart: 0)
+        c.press(now: at(0))
+        #expect(try truncate(drain(&c))?["audio_end_ms"]?.int64 == 900)
+    }
+
+    @Test("Linnet's voice flag in voice mode truncates too")
+    func localSpeechTruncates() throws {
+        var c = opened(settings(.vad))
+        replying(&c, eventAt: 2_000, spurt: 2_000, played: 750)
+        let cut = c.localSpeech(now: at(0))
+        #expect(cut)
+        let t = try #require(try truncate(drain(&c)))
+        #expect(t["audio_end_ms"]?.int64 == 750)
+    }
+
+    @Test("the server's own VAD cut (output_audio_buffer.cleared) is told what was heard")
+    func serverClearTruncates() throws {
+        var c = opened(settings(.vad))
+        replying(&c, eventAt: 2_000, spurt: 2_000, played: 1_200)
+        _ = receive(&c, Self.speechStarted)
+        let out = receive(&c, Fixture.audioCleared)
+        #expect(out.contains(.flushPlayback))
+        #expect(try truncate(out)?["audio_end_ms"]?.int64 == 1_200)
+    }
+
+    @Test("a route that does not truncate still logs only the heard part")
+    func noTruncateRoute() throws {
+        var c = opened(settings(.ptt, truncates: false))
+        replying(&c, eventAt: 0, spurt: 0, played: 400)
+        c.press(now: at(0))
+        let out = drain(&c)
+        #expect(try truncate(out) == nil)
+        #expect(events(out).contains(.interrupted(text: "Hi,…", heardMilliseconds: 400, itemID: Fixture.replyItem)))
+    }
+
+    @Test("a reply played to its end: its whole line when its audio ends, and the speaking rate learnt from it")
+    func playedToTheEnd() throws {
+        var c = opened(settings(.ptt))
+        replying(&c, eventAt: 0, spurt: 0, played: 0)
+        // The whole line waits for the audio: nothing final yet.
+        c.downlink(heard: 1_000, spurtStart: 0)
+        #expect(events(receive(&c, Fixture.responseDone)).isEmpty)
+        // 30 characters in 3 s: 10 a second.
+        c.downlink(heard: 3_000, spurtStart: 0)
+        let end = receive(&c, Fixture.audioStopped)
+        #expect(events(end) == [.transcript(role: .assistant, text: Fixture.reply, final: true, itemID: Fixture.replyItem), .speaking(false)])
+        #expect(try truncate(end) == nil)
+        // The next reply, cut after 1.5 s: 15 characters at the learnt rate ("Hi, this is
+        // the"), not 22 at the initial one ("Hi, this is the test").
+        let second = Fixture.responseCreated.replacingOccurrences(of: "resp_5a6b", with: "resp_6a6b")
+        c.downlink(heard: 10_000, spurtStart: 10_000)
+        _ = receive(&c, second)
+        _ = receive(&c, Self.itemAdded.replacingOccurrences(of: "item_9e0f", with: "item_8e0f").replacingOccurrences(of: "resp_5a6b", with: "resp_6a6b"))
+        _ = receive(&c, Fixture.audioStarted.replacingOccurrences(of: "resp_5a6b", with: "resp_6a6b"))
+        _ = receive(&c, Fixture.done().replacingOccurrences(of: "item_9e0f", with: "item_8e0f").replacingOccurrences(of: "resp_5a6b", with: "resp_6a6b"))
+        c.downlink(heard: 11_500, spurtStart: 10_000)
+        c.press(now: at(0))
+        let out = drain(&c)
+        #expect(try truncate(out)?["item_id"]?.string == "item_8e0f1a2b3c4d5e6f7a8b9c0d")
+        #expect(events(out).contains(.interrupted(text: "Hi, this is the…", heardMilliseconds: 1_500, itemID: "item_8e0f1a2b3c4d5e6f7a8b9c0d")))
+    }
+
+    @Test("a cut before the first word ended logs no line")
+    func nothingHeard() throws {
+        var c = opened(settings(.ptt))
+        replying(&c, eventAt: 0, spurt: 0, played: 100)
+        c.press(now: at(0))
+        let out = drain(&c)
+        #expect(try truncate(out)?["audio_end_ms"]?.int64 == 100)
+        let lines = events(out).filter { e in
+            if case .interrupted = e { return true }
+            return false
+        }
+        #expect(lines.isEmpty)
     }
 }

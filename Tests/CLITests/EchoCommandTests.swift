@@ -128,7 +128,7 @@ import Foundation
             pcm.linnet_out { type file slave.pcm "null" file "\(home)/out.raw" format "raw" }
             """.write(toFile: home + "/.asoundrc", atomically: true, encoding: .utf8)
         let args = ["audio", "--capture", "linnet_in", "--playback", "linnet_out", "--pace", "--far-end", farPath, "--sent", sentPath,
-                    "--seconds", "12", "--no-high-pass", "--no-limiter", "--bitrate", "64000"] + (aec ? ["--aec"] : [])
+                    "--seconds", "12", "--no-high-pass", "--no-limiter", "--bitrate", "64000"] + (aec ? ["--aec"] : ["--no-aec"])
         // The echo in in.raw was prepared for a speaker that plays on time: a run whose
         // playback underran or was late (a starved loop on a loaded machine: the summary
         // counts underruns, and out.raw shows the far end shifted) no longer matches it,
@@ -256,7 +256,9 @@ import Foundation
     }
 
     @Test func refusesReferenceWithoutAEC() throws {
-        let r = try Linnet.run(["audio", "--input", "/dev/null", "--output", temporary("x.wav"), "--reference", "/dev/null"])
+        // `aec = auto` turns the canceller on for a reference; turned off, the reference
+        // has nothing to serve.
+        let r = try Linnet.run(["audio", "--input", "/dev/null", "--output", temporary("x.wav"), "--reference", "/dev/null", "--no-aec"])
         #expect(r.status == 64, "\(r.err)")
         #expect(r.err.contains("--aec"), "\(r.err)")
         let r2 = try Linnet.run(["audio", "--input", "/dev/null", "--output", temporary("x.wav"), "--aec"])

@@ -91,6 +91,14 @@ import Glibc
         }
         let refusals = sent.filter { $0["type"] as? String == "error" }.compactMap { $0["code"] as? String }
         #expect(refusals.isEmpty, "the stand-in refused: \(refusals)")
+        // The press cut the first answer's voice: the stand-in was told how much of its
+        // item the speaker had played (the press comes as it starts: little or nothing),
+        // never more than it had sent (it refuses more).
+        let truncates = call["openai_truncates"] as? [[String: Any]] ?? []
+        #expect(truncates.count == 1, "\(truncates)")
+        if let t = truncates.first, let end = t["audio_end_ms"] as? Int, let sentMS = t["sent_ms"] as? Int {
+            #expect(end >= 0 && end <= sentMS + 20, "audio_end_ms \(end), \(sentMS) ms sent")
+        }
     }
 
     /// The user's transcription completes after the assistant has answered it

@@ -36,41 +36,52 @@ import Wire
         #expect(!openai.policy.iceRestart)
     }
 
-    /// Linnet's own barge-in is on only in voice mode behind the echo canceller with
-    /// the voice flag (full duplex): `barge-in-ms` 200 by default, 0 turns it off.
-    @Test func localBargeInNeedsVoiceModeAECAndTheFlag() throws {
+    /// Linnet's own barge-in is on in voice mode wherever its voice flag hears the user
+    /// and not the assistant: behind the echo canceller, or with no air between speaker
+    /// and microphone (files); `barge-in-ms` 200 by default, 0 turns it off.
+    @Test func localBargeInNeedsVoiceModeAndAFlagThatHearsTheUser() throws {
         let whip = Route.whip(try HTTPURL("https://provider.test/whip"))
         func bargeIn(_ change: (inout Config) -> Void) -> Duration? {
             var c = Config()
-            c.aec = true
-            c.voiceFlag = true
             change(&c)
             return Runtime.settings(config: c, route: whip, token: "t", stun: nil, sendOnOpen: []).localBargeIn
         }
         #expect(Config().bargeInMS == 200)
+        // The defaults: a speaker and a microphone, the canceller on, the flag on.
         #expect(bargeIn { _ in } == .milliseconds(200))
         #expect(bargeIn { $0.bargeInMS = 350 } == .milliseconds(350))
         #expect(bargeIn { $0.bargeInMS = 0 } == nil)
         #expect(bargeIn { $0.voiceFlag = false } == nil)
-        #expect(bargeIn { $0.aec = false } == nil)
+        // Files: nothing the speaker plays reaches the microphone.
+        #expect(bargeIn { $0.input = "in.wav"; $0.output = "out.wav" } == .milliseconds(200))
+        #expect(bargeIn { $0.aec = false } == nil, "a speaker without a canceller: the flag hears the assistant")
         #expect(bargeIn { $0.aec = false; $0.duplex = .full } == nil, "full duplex without a canceller hears itself")
         #expect(bargeIn { $0.duplex = .half } == nil)
         #expect(bargeIn { $0.turnDetection = .ptt } == nil)
     }
 
-    /// Full duplex waits for the canceller to converge only where it rests on one:
-    /// voice mode with `aec`, full duplex (the default with it).
-    @Test func fullDuplexWaitsForTheCancellerOnlyBehindOne() throws {
+    /// What holds the microphone in voice mode: the measured echo behind a canceller,
+    /// the whole reply with a speaker and no canceller, nothing with files.
+    @Test func micHoldFollowsTheConfig() throws {
         let whip = Route.whip(try HTTPURL("https://provider.test/whip"))
-        func waits(_ change: (inout Config) -> Void) -> Bool {
+        func hold(_ change: (inout Config) -> Void) -> MicHold {
             var c = Config()
             change(&c)
-            return Runtime.settings(config: c, route: whip, token: "t", stun: nil, sendOnOpen: []).waitForCanceller
+            return Runtime.settings(config: c, route: whip, token: "t", stun: nil, sendOnOpen: []).micHold
         }
-        #expect(waits { $0.aec = true })
-        #expect(!waits { $0.aec = true; $0.duplex = .half })
-        #expect(!waits { $0.aec = true; $0.turnDetection = .ptt })
-        #expect(!waits { $0.aec = false; $0.duplex = .full })
-        #expect(!waits { _ in })
+        #expect(hold { _ in } == .whileEchoAudible)
+        #expect(hold { $0.duplex = .half } == .whileAssistantSpeaks)
+        #expect(hold { $0.aec = false } == .whileAssistantSpeaks)
+        #expect(hold { $0.aec = false; $0.duplex = .full } == .never)
+        #expect(hold { $0.output = "reply.wav" } == .never)
+    }
+
+    /// Only the direct OpenAI route sends `conversation.item.truncate` on a cut.
+    @Test func truncateOnlyOnTheOpenAIRoute() throws {
+        let openai = Runtime.settings(config: Config(), route: .openai(calls: try HTTPURL("https://api.test/v1/realtime/calls"),
+                                                                       tokenURL: try HTTPURL("https://backend.test/token")),
+                                      token: "t", stun: nil, sendOnOpen: [])
+        let whip = Runtime.settings(config: Config(), route: .whip(try HTTPURL("https://provider.test/whip")), token: "t", stun: nil, sendOnOpen: [])
+        #expect(openai.realtime.truncatesHeardAudio && !whip.realtime.truncatesHeardAudio)
     }
 }

@@ -672,6 +672,7 @@ class Session:
         }
         if self.openai is not None:
             out["openai_events_received"] = self.openai.received
+            out["openai_truncates"] = self.openai.truncates
             out["openai_events_sent"] = self.openai.sent_types
             out["openai_events_sent_log"] = self.openai.sent_log
         return out
@@ -817,6 +818,10 @@ class OpenAIScript:
         self.response_id: Optional[str] = None
         self.response_done_sent = False
         self.cancelling = False  # --cancel-done-after: a cancelled response not yet done
+        # Assistant audio items: id → when their voice started (loop time); and the
+        # truncates accepted (what the client said was heard, what had been sent).
+        self.audio_items: dict = {}
+        self.truncates: list = []
         self.session_obj = {
             "type": "realtime",
             "object": "realtime.session",
@@ -902,6 +907,7 @@ class OpenAIScript:
             "response.cancel": self.on_response_cancel,
             "output_audio_buffer.clear": self.on_output_clear,
             "conversation.item.create": self.on_item_create,
+            "conversation.item.truncate": self.on_item_truncate,
         }.get(kind)
         if handler is None:
             self.error("invalid_value", f"Invalid value: '{kind}'. Unsupported event type.",
@@ -972,6 +978,28 @@ class OpenAIScript:
                    "previous_item_id": self.last_item_id, "item": item})
         self.last_item_id = item["id"]
 
+    def on_item_truncate(self, event: dict) -> None:
+        # As the service: the item must be an assistant message this session produced,
+        # and audio_end_ms a whole number of ms no later than the audio it has had time
+        # to play (the voice is sent in real time from output_audio_buffer.started).
+        item_id = event.get("item_id")
+        started = self.audio_items.get(item_id) if isinstance(item_id, str) else None
+        end = event.get("audio_end_ms")
+        if started is None:
+            self.error("invalid_value", f"Invalid value: '{item_id}'. No such item.", event.get("event_id"), "item_id")
+            return
+        if event.get("content_index") != 0:
+            self.error("invalid_value", "Invalid content_index.", event.get("event_id"), "content_index")
+            return
+        elapsed = int((asyncio.get_running_loop().time() - started) * 1000)
+        if not isinstance(end, int) or isinstance(end, bool) or end < 0 or end > elapsed + 20:
+            self.error("invalid_value", f"audio_end_ms {end!r} is outside the item's audio ({elapsed} ms sent).",
+                       event.get("event_id"), "audio_end_ms")
+            return
+        self.truncates.append({"item_id": item_id, "audio_end_ms": end, "sent_ms": elapsed})
+        self.emit({"type": "conversation.item.truncated", "item_id": item_id,
+                   "content_index": 0, "audio_end_ms": end})
+
     def on_response_create(self, event: dict) -> None:
         if self.response_task is not None and not self.response_task.done():
             self.error("conversation_already_has_active_response",
@@ -1006,9 +1034,13 @@ class OpenAIScript:
             self.emit({"type": "response.created",
                        "response": {"object": "realtime.response", "id": response_id,
                                     "status": "in_progress", "output": []}})
+            self.emit({"type": "response.output_item.added", "response_id": response_id, "output_index": 0,
+                       "item": {"id": item_id, "object": "realtime.item", "type": "message", "status": "in_progress",
+                                "role": "assistant", "content": []}})
             self.session.speaking = True
             self.emit({"type": "output_audio_buffer.started", "response_id": response_id})
             start = asyncio.get_running_loop().time()
+            self.audio_items[item_id] = start
             words = reply.split(" ")
             for index, word in enumerate(words):
                 delta = word if index == len(words) - 1 else word + " "

@@ -131,7 +131,7 @@ func message(_ body: () throws(ConfigError) -> Config) -> String? {
         #expect(c.maxSessionSeconds == 90 && c.maximumSessionSeconds == 90 && c.maxAttempts == 5 && c.loopInput)
         #expect(c.openaiURL.port == 9 && c.send == "/tmp/lines.txt" && c.eventsChannel == "kitchen-events")
         #expect(c.aec && c.aecFilterMS == 300 && c.aecSuppressDB == 30 && c.noiseSuppressDB == 12 && c.voiceFlag)
-        #expect(c.duplex == .full && c.effectiveDuplex == .full && c.bargeInMS == 300)
+        #expect(c.duplex == .full && c.micHold == .never && c.bargeInMS == 300)
         #expect(c.iceServers.map(\.description) == ["turn:turn.example.net:3478?transport=tcp", "turns:turn.example.net:5349", "stun:[2001:db8::1]:3479"])
         #expect(c.iceServers.map(\.transport) == [.tcp, .tls, .udp])
         #expect(c.iceUsername == "kiosk-17" && c.iceCredential == "s3cret" && c.iceCredentialFile == "/run/credentials/linnet/ice-credential")
@@ -436,16 +436,47 @@ func message(_ body: () throws(ConfigError) -> Config) -> String? {
     }
 }
 
-/// `duplex` follows `aec` unless set: half without echo cancellation (voice mode must
-/// not hear itself), full with it.
-@Test func duplexFollowsAEC() throws {
+/// `aec = auto` is on exactly where the speaker can be heard by the microphone, and
+/// `duplex = auto` holds the microphone only where echo can reach it uncancelled: with
+/// files (no air between speaker and microphone) the call is full duplex at once.
+@Test func duplexFollowsTheAcousticPath() throws {
     var c = Config()
-    #expect(c.effectiveDuplex == .half)
-    c.aec = true
-    #expect(c.effectiveDuplex == .full)
-    c.duplex = .half
-    #expect(c.effectiveDuplex == .half)
+    #expect(c.aecChoice == .auto && c.duplex == .auto)
+    // A speaker and a microphone: the canceller runs, and measures the echo.
+    #expect(c.acousticPath && c.aec && c.micHold == .whileEchoAudible)
+    // Files or none on either side: nothing to cancel, nothing to hold.
+    for change in [{ (c: inout Config) in c.output = "out.wav" }, { c in c.input = "in.wav" },
+                   { c in c.playback = "none" }, { c in c.capture = "none" }] {
+        var d = Config()
+        change(&d)
+        #expect(!d.acousticPath && !d.aec && d.micHold == .never)
+    }
+    // A speaker into the room with the canceller turned off: nothing measures the echo,
+    // so the microphone is held while the assistant speaks.
     c.aec = false
+    #expect(c.aecChoice == .off && c.micHold == .whileAssistantSpeaks)
+    // Explicit choices win.
     c.duplex = .full
-    #expect(c.effectiveDuplex == .full)
+    #expect(c.micHold == .never)
+    c.duplex = .half
+    c.aec = true
+    #expect(c.micHold == .whileAssistantSpeaks)
+    // linnet audio: a far end to cancel turns auto on (the offline reference, the live
+    // far end), never its loopback (the speaker plays the microphone itself).
+    var a = Config(for: .audio)
+    #expect(!a.aec)
+    a.farEnd = "speaker.wav"
+    #expect(a.aec)
+    a.farEnd = nil
+    a.input = "mic.wav"; a.output = "out.wav"; a.reference = "speaker.wav"
+    #expect(a.aec)
+}
+
+/// `aec` and `voice-flag` take `auto` as well as the boolean words, and stay flags.
+@Test func autoSwitches() throws {
+    var c = try Config.load(file: nil, environment: [:], arguments: ["--no-aec", "--voice-flag"], requireRoute: false)
+    #expect(c.aecChoice == .off && c.voiceFlagChoice == .on)
+    c = try Config.load(file: nil, environment: [:], arguments: ["--aec=auto", "--voice-flag=off"], requireRoute: false)
+    #expect(c.aecChoice == .auto && c.voiceFlagChoice == .off && !c.voiceFlag)
+    #expect(throws: ConfigError.self) { try Config.load(file: nil, environment: [:], arguments: ["--aec=maybe"], requireRoute: false) }
 }

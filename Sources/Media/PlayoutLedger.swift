@@ -1,0 +1,79 @@
+/// Which of the samples queued for the speaker were the far end's stream, so that what
+/// the speaker has played can be told in the stream's own time: how much of a reply the
+/// user heard before cutting in (`conversation.item.truncate`'s `audio_end_ms`).
+///
+/// The loop queues audio for the playback thread in stretches (one `playout` each: a
+/// decoded or concealed frame of the stream, or silence while nothing is buffered) and
+/// records each here with the ring position it ends at. The playback side says up to
+/// which ring position the speaker has played (Devices' `PlaybackPipeline
+/// .heardPosition`, by the device's own clock); this turns that into stream samples.
+///
+/// A "spurt" is a stretch of stream after at least `spurtGap` of silence: where a reply's
+/// audio began when the provider sends nothing between replies (its data-channel events
+/// race the RTP, so the stretch marks the start better than the event).
+///
+/// Pure: positions and counts in, counts out; time enters only through the positions.
+public struct PlayoutLedger: Sendable {
+    /// The pipeline rate (samples a second).
+    public let rate: Int
+    /// Silence that ends a spurt: 200 ms (a reply's own pauses are shorter, and the gap
+    /// between two replies is longer).
+    public let spurtGap: Int
+    /// The stream's samples queued so far.
+    public private(set) var streamTotal = 0
+    /// `streamTotal` at the first sample of the current spurt (nil: no stream yet).
+    public private(set) var spurtStart: Int? = nil
+    var silentRun = 0
+    /// The newest stretches (end position, samples, stream samples, stream total after
+    /// it); older ones have been heard (the queue is some tens of ms).
+    var ends: [Int]
+    var lengths: [Int]
+    var streams: [Int]
+    var totals: [Int]
+    var next = 0
+    var count = 0
+    static let kept = 64
+
+    public init(rate: Int) {
+        self.rate = rate
+        spurtGap = rate / 5
+        ends = [Int](repeating: 0, count: PlayoutLedger.kept)
+        lengths = ends
+        streams = ends
+        totals = ends
+    }
+
+    /// A stretch of `samples` was queued, ending at ring position `end`; the first
+    /// `stream` of them are the far end's stream (0 or all of them: one playout each).
+    public mutating func queued(end: Int, samples: Int, stream: Int) {
+        let stream = max(0, min(stream, samples))
+        if stream > 0 {
+            if spurtStart == nil || silentRun >= spurtGap { spurtStart = streamTotal }
+            silentRun = 0
+        } else {
+            silentRun += samples
+        }
+        streamTotal += stream
+        ends[next] = end
+        lengths[next] = samples
+        streams[next] = stream
+        totals[next] = streamTotal
+        next = (next + 1) % PlayoutLedger.kept
+        count = min(count + 1, PlayoutLedger.kept)
+    }
+
+    /// Stream samples the speaker has played when it has played up to ring `position`.
+    public func heardStream(atRing position: Int) -> Int {
+        // Oldest first: the first stretch that ends past the position is being played.
+        for k in 0..<count {
+            let i = (next - count + k + PlayoutLedger.kept) % PlayoutLedger.kept
+            guard ends[i] > position else { continue }
+            let before = totals[i] - streams[i]
+            let start = ends[i] - lengths[i]
+            return before + max(0, min(streams[i], position - start))
+        }
+        return streamTotal
+    }
+
+    public func milliseconds(_ samples: Int) -> Int { samples * 1000 / max(rate, 1) }
+}
