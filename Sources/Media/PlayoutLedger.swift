@@ -63,6 +63,8 @@ public struct PlayoutLedger: Sendable {
     }
 
     /// Stream samples the speaker has played when it has played up to ring `position`.
+    /// A position older than every stretch kept answers where the oldest kept one
+    /// began: at most what was heard.
     public func heardStream(atRing position: Int) -> Int {
         // Oldest first: the first stretch that ends past the position is being played.
         for k in 0..<count {

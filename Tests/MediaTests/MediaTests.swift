@@ -218,3 +218,50 @@ struct DriftRun {
         #expect(m.playout(now: .zero) == nil)
     }
 }
+
+/// The ledger turns "the speaker has played up to ring position p" into "this much of
+/// the far end's stream has been heard", and marks where a stretch of stream began.
+@Suite struct PlayoutLedgerTests {
+    @Test func heardStreamFollowsThePlayedPosition() {
+        var l = PlayoutLedger(rate: 48_000)
+        // 300 ms of silence (nothing buffered), then 20 ms frames of stream.
+        var end = 0
+        for _ in 0..<15 { end += 960; l.queued(end: end, samples: 960, stream: 0) }
+        let silenceEnd = end
+        for _ in 0..<50 { end += 960; l.queued(end: end, samples: 960, stream: 960) }
+        #expect(l.streamTotal == 48_000 && l.spurtStart == 0)
+        // Played into the silence: nothing of the stream heard.
+        #expect(l.heardStream(atRing: silenceEnd - 100) == 0)
+        // 250 ms into the stream, mid-frame.
+        #expect(l.heardStream(atRing: silenceEnd + 12_000) == 12_000)
+        #expect(l.milliseconds(l.heardStream(atRing: silenceEnd + 12_000)) == 250)
+        // Past everything queued: all of it.
+        #expect(l.heardStream(atRing: end + 5_000) == 48_000)
+    }
+
+    @Test func aStretchAfterAGapStartsASpurtAndAShortPauseDoesNot() {
+        var l = PlayoutLedger(rate: 48_000)
+        var end = 0
+        func queue(_ frames: Int, stream: Bool) {
+            for _ in 0..<frames { end += 960; l.queued(end: end, samples: 960, stream: stream ? 960 : 0) }
+        }
+        queue(10, stream: true)
+        queue(5, stream: false)  // 100 ms: a pause inside a reply
+        queue(10, stream: true)
+        #expect(l.spurtStart == 0)
+        queue(10, stream: false)  // 200 ms: between replies
+        queue(3, stream: true)
+        #expect(l.spurtStart == 20 * 960)
+        #expect(l.streamTotal == 23 * 960)
+    }
+
+    @Test func onlyTheNewestStretchesAreKept() {
+        var l = PlayoutLedger(rate: 16_000)
+        var end = 0
+        for _ in 0..<1_000 { end += 320; l.queued(end: end, samples: 320, stream: 320) }
+        #expect(l.heardStream(atRing: end - 160) == l.streamTotal - 160)
+        // A position older than the oldest stretch kept (1.28 s of 20 ms frames, far more
+        // than a speaker's queue) answers where that stretch began: never more than heard.
+        #expect(l.heardStream(atRing: 10) == l.streamTotal - 64 * 320)
+    }
+}
