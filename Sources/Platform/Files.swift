@@ -111,17 +111,74 @@ public func readRegularFile(_ path: String, limit: Int) throws(FileReadError) ->
 /// without blocking in open(2): a FIFO with no reader would otherwise wait forever for
 /// one. Returns the descriptor in blocking mode, or the errno. A FIFO with no reader
 /// fails with `ENXIO`, which `writeOpenReason` words.
+///
+/// In a directory others can write (`/tmp`, a shared drop folder), whatever sits at
+/// `path` may have been planted there to make a process running as root append to or
+/// truncate a file it names (CWE-59). There, as the kernel's `protected_symlinks` and
+/// `protected_regular` do for sticky directories, but for every such directory and
+/// whatever the sysctls say: a symlink is followed only when it is ours, an existing
+/// file is written only when it is ours, and the final open never follows a symlink
+/// that appears after the check (`O_NOFOLLOW`). Elsewhere (`/dev/stdout`, a log
+/// directory of the service's own) paths are opened as given.
 public func openForWriting(_ path: String, flags: Int32, mode: UInt32 = 0o644) -> Result<Int32, SystemError> {
-    let fd = csystem_open(path, O_WRONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY | flags, mode)
-    guard fd >= 0 else { return .failure(SystemError("open", code: csystem_errno())) }
+    var extra: Int32 = 0
+    let shared = directoryOthersCanWrite(of: path)
+    if shared {
+        var st = stat()
+        if lstat(path, &st) == 0 {
+            let mine = st.st_uid == geteuid()
+            if st.st_mode & UInt32(S_IFMT) == UInt32(S_IFLNK) {
+                guard mine else { return .failure(SystemError("open", code: refusedSymlink)) }
+            } else {
+                guard mine || st.st_mode & UInt32(S_IFMT) != UInt32(S_IFREG) else { return .failure(SystemError("open", code: refusedForeignFile)) }
+                extra = O_NOFOLLOW
+            }
+        } else {
+            extra = O_NOFOLLOW
+        }
+    }
+    let fd = csystem_open(path, O_WRONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY | flags | extra, mode)
+    guard fd >= 0 else {
+        let code = csystem_errno()
+        // ELOOP under O_NOFOLLOW: a symlink was put there between the check and the open.
+        return .failure(SystemError("open", code: code == ELOOP && extra != 0 ? refusedSymlink : code))
+    }
+    if shared {
+        // A file someone else made (or hard-linked) there between the check and the open.
+        var st = stat()
+        if fstat(fd, &st) == 0, st.st_mode & UInt32(S_IFMT) == UInt32(S_IFREG), st.st_uid != geteuid() {
+            closeDescriptor(fd)
+            return .failure(SystemError("open", code: refusedForeignFile))
+        }
+    }
     _ = csystem_fcntl_int(fd, F_SETFL, csystem_fcntl_int(fd, F_GETFL, 0) & ~O_NONBLOCK)
     return .success(fd)
 }
 
-/// The reason an `openForWriting` failure shows: strerror, except for the FIFO case.
+/// `openForWriting`'s own refusals, as codes no errno uses.
+let refusedSymlink: Int32 = -1_001
+let refusedForeignFile: Int32 = -1_002
+
+/// Whether the directory holding `path` is writable by group or others (sticky or not).
+func directoryOthersCanWrite(of path: String) -> Bool {
+    var dir = "."
+    if let slash = path.utf8.lastIndex(of: UInt8(ascii: "/")) {
+        dir = slash == path.utf8.startIndex ? "/" : String(Substring(path.utf8[..<slash]))
+    }
+    var st = stat()
+    guard stat(dir, &st) == 0 else { return false }
+    return st.st_mode & 0o022 != 0  // S_IWGRP | S_IWOTH (macros Swift does not import)
+}
+
+/// The reason an `openForWriting` failure shows: strerror, except for the FIFO case and
+/// its own refusals.
 public func writeOpenReason(_ error: SystemError) -> String {
-    if error.code == ENXIO { return "a FIFO (named pipe) that no process has open for reading" }
-    return SystemError.message(error.code)
+    switch error.code {
+    case ENXIO: return "a FIFO (named pipe) that no process has open for reading"
+    case refusedSymlink: return "a symlink another user owns, in a directory others can write: not following it (write somewhere only this user can, or remove the link)"
+    case refusedForeignFile: return "a file another user owns, in a directory others can write: not writing to it (remove it, or write elsewhere)"
+    default: return SystemError.message(error.code)
+    }
 }
 
 /// `1 MiB`, `64 KiB`, `100 bytes`.

@@ -102,3 +102,81 @@ import Wire
         #expect(r.status == 69, "\(r.err)")
     }
 }
+
+/// Outputs named in a directory others can write (`/tmp`): what another user planted
+/// at the name (a symlink to a root-owned file, a file of theirs, a hard link) is never
+/// written through, whoever runs Linnet; files and links of our own are written as
+/// before. (Outside such directories, paths are used as given: `/dev/stdout`.)
+@Suite struct PlantedOutputTests {
+    /// A sticky, world-writable directory (as /tmp), a root-only file to protect, and a
+    /// symlink to it owned by another user (`nobody`), as an attacker would plant it.
+    func scene(_ name: String) throws -> (dir: String, secret: String, link: String) {
+        let dir = temporary("planted-\(name)")
+        try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
+        chmod(dir, 0o1777)
+        let secret = temporary("planted-\(name)-secret")
+        try "root only\n".write(toFile: secret, atomically: false, encoding: .utf8)
+        chmod(secret, 0o600)
+        let link = dir + "/out"
+        unlink(link)
+        #expect(symlink(secret, link) == 0)
+        #expect(lchown(link, 65_534, 65_534) == 0)
+        return (dir, secret, link)
+    }
+
+    func cleanup(_ s: (dir: String, secret: String, link: String)) {
+        unlink(s.link)
+        unlink(s.secret)
+        rmdir(s.dir)
+    }
+
+    @Test(arguments: ["events", "output", "audio-output", "sent"])
+    func aPlantedSymlinkIsNotFollowed(_ option: String) throws {
+        guard geteuid() == 0 else { return }  // planting another user's link needs root (CI is root)
+        let s = try scene(option)
+        defer { cleanup(s) }
+        let input = temporary("planted-in-\(option).wav")
+        defer { unlink(input) }
+        try WAVFile.write(input, rate: 48_000, channels: 1, bits: 16, samples: [Int32](repeating: 0, count: 4_800))
+        let args: [String]
+        switch option {
+        case "events":
+            args = ["run", "--whip", "http://127.0.0.1:9/whip", "--capture", "none", "--playback", "none", "--max-attempts", "1",
+                    "--status-file", temporary("planted-status.json"), "--events", s.link]
+        case "output":
+            args = ["run", "--whip", "http://127.0.0.1:9/whip", "--input", input, "--max-attempts", "1",
+                    "--status-file", temporary("planted-status.json"), "--output", s.link]
+        case "audio-output":
+            args = ["audio", "--input", input, "--output", s.link]
+        default:
+            args = ["audio", "--capture", "null", "--playback", "null", "--seconds", "1", "--sent", s.link]
+        }
+        let r = try runBounded(args, limit: 20, name: "planted")
+        #expect(r.status != 0 && r.status != -1, "\(args): exit \(r.status), \(r.err)")
+        #expect(r.err.contains("a symlink another user owns, in a directory others can write"), "\(option): \(r.err)")
+        #expect(try String(contentsOfFile: s.secret, encoding: .utf8) == "root only\n", "\(option) wrote through the link")
+    }
+
+    @Test func aFileAnotherUserOwnsIsNotTruncatedButOurOwnIs() throws {
+        guard geteuid() == 0 else { return }
+        let s = try scene("file")
+        defer { cleanup(s) }
+        unlink(s.link)
+        try "theirs\n".write(toFile: s.link, atomically: false, encoding: .utf8)
+        #expect(chown(s.link, 65_534, 65_534) == 0)
+        let input = temporary("planted-in2.wav")
+        defer { unlink(input) }
+        try WAVFile.write(input, rate: 48_000, channels: 1, bits: 16, samples: [Int32](repeating: 0, count: 4_800))
+        let r = try runBounded(["audio", "--input", input, "--output", s.link], limit: 20, name: "planted")
+        #expect(r.status != 0 && r.err.contains("a file another user owns"), "\(r.err)")
+        #expect(try String(contentsOfFile: s.link, encoding: .utf8) == "theirs\n")
+        // Our own file, and our own symlink, are written as before.
+        unlink(s.link)
+        let mine = s.dir + "/mine.wav"
+        defer { unlink(mine) }
+        #expect(symlink(mine, s.link) == 0)
+        let ok = try runBounded(["audio", "--input", input, "--output", s.link], limit: 20, name: "planted")
+        #expect(ok.status == 0, "\(ok.err)")
+        #expect(try WAVFile.read16(mine).samples.count == 4_800)
+    }
+}
