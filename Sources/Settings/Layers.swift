@@ -155,7 +155,7 @@ extension Config {
             line = trimmed(line)
             if line.isEmpty || line.first == 35 || line.first == 59 { continue }  // '#' ';'
             guard let eq = line.firstIndex(of: 61) else {  // '='
-                throw .syntax("expected 'key = value', found '\(string(line))'", source: source)
+                throw .syntax("expected 'key = value', found '\(Self.shown(line))'", source: source)
             }
             let key = string(trimmed(line[line.startIndex..<eq]))
             guard !key.isEmpty else { throw .syntax("missing key before '='", source: source) }
@@ -168,6 +168,20 @@ extension Config {
             firstLine[TextKey(key)] = lineNumber
             try set(key, value, source: source)
         }
+    }
+
+    /// Keys whose values are secrets: never printed, not even back in an error about a
+    /// line that does not parse (the value may be right there, `ice-credential s3cret`).
+    static let secretKeys = ["ice-credential"]
+
+    /// A malformed line as an error shows it: whole, unless its first word is (or is a
+    /// misspelling of) a secret key, when only that word is shown.
+    static func shown(_ line: ArraySlice<UInt8>) -> String {
+        let first = line.prefix { $0 != 32 && $0 != 9 && $0 != 58 }  // space, tab, ':'
+        let word = string(first)
+        let secret = secretKeys.containsBytes(equalTo: word)
+            || Self.suggestion(for: word).map { secretKeys.containsBytes(equalTo: $0) } == true
+        return secret && first.count < line.count ? word + " … (the rest is not shown: it may be the secret)" : string(line)
     }
 
     /// Applies `LINNET_KEY` variables (dashes become underscores, upper case), in name

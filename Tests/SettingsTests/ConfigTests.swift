@@ -195,6 +195,9 @@ func message(_ body: () throws(ConfigError) -> Config) -> String? {
 
     @Test("syntax errors name the line", arguments: [
         ("just words", "linnet.conf:2: expected 'key = value', found 'just words'"),
+        // A secret is never echoed, even from a line that does not parse.
+        ("ice-credential TOPSECRET1", "linnet.conf:2: expected 'key = value', found 'ice-credential … (the rest is not shown: it may be the secret)'"),
+        ("ice-credentail: TOPSECRET1", "linnet.conf:2: expected 'key = value', found 'ice-credentail … (the rest is not shown: it may be the secret)'"),
         (" = 5", "linnet.conf:2: missing key before '='"),
         ("config = /etc/other.conf", "linnet.conf:2: 'config' cannot be set inside the config file (use --config or LINNET_CONFIG)"),
         ("seconds = 5 # five", "linnet.conf:2: seconds: '5 # five' is not a whole number ≥ 0"),
