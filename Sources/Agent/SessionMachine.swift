@@ -464,8 +464,12 @@ final class SessionMachine {
             core.record("channel", [("event", "closed"), ("id", .number(JSONNumber(Int(channel))))])
         case .sendBufferLow:
             flushQueue()
-        case .associationClosed:
-            break
+        case .associationClosed(let reason):
+            // The data channels are gone with it (the events channel among them).
+            eventsChannel = nil
+            eventsChannelOpen = false
+            core.log(reason == .shutdown ? .info : .warning, "session \(id): data channels closed: \(reason)")
+            core.record("channel", [("event", "association_closed"), ("reason", .string(reason.description))])
         }
     }
 

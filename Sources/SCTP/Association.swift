@@ -24,6 +24,22 @@ public enum SCTPCloseReason: Equatable, Sendable {
     case abortedLocally
     /// Retransmissions, heartbeats or INIT went unanswered too often.
     case peerUnreachable
+    /// The peer sent a message larger than the receive buffer (`limit` bytes): it could
+    /// never be reassembled, and its fragments left no room for the rest. Far past
+    /// the `a=max-message-size` the SDP offered (RFC 8841 §6; RFC 8831 §6.6).
+    case messageTooLarge(limit: Int)
+}
+
+extension SCTPCloseReason: CustomStringConvertible {
+    public var description: String {
+        switch self {
+        case .shutdown: return "shut down"
+        case .abortedByPeer(let cause): return "aborted by the peer" + (cause.map { " (cause \($0))" } ?? "")
+        case .abortedLocally: return "aborted here (the peer broke the protocol, or the association was ended)"
+        case .peerUnreachable: return "the peer stopped answering"
+        case .messageTooLarge(let limit): return "the peer sent a message of more than \(limit / 1024) KiB, which can never be reassembled: aborted"
+        }
+    }
 }
 
 /// What the association tells its user.
@@ -696,6 +712,16 @@ public struct SCTPAssociation {
         fragments[tsn] = d
         receiveBuffered &+= cost
         reassemble(around: tsn)
+        if receiveBuffered >= config.receiveBufferSize && receivedAbove.ranges.isEmpty && !fragments.isEmpty {
+            // The window is shut, nothing is missing below what is buffered (no gap a
+            // retransmission could fill), and reassembly delivered nothing to make room:
+            // what waits are fragments of messages larger than this side can hold. The
+            // sender can only probe the zero window, a chunk every retransmission
+            // timeout, and the stream is stuck for good while the association looks
+            // "connected". End it with a reason instead.
+            sendAbort(cause: ErrorCause(code: ErrorCause.protocolViolation))
+            close(.messageTooLarge(limit: config.receiveBufferSize))
+        }
     }
 
     /// Fragments of one message carry consecutive TSNs (§6.9). Look forward from `tsn`

@@ -98,6 +98,29 @@ func dataChunk(_ tsn: UInt32, stream: UInt16 = 1, ssn: UInt16 = 0, b: Bool = tru
         }
     }
 
+    /// A message larger than the receiver can ever hold (RFC 8831 §6.6: far past the
+    /// SDP's max-message-size): its fragments fill the buffer, the next one in line has
+    /// no room, and nothing can be delivered to make any. The receiver aborts with a
+    /// reason instead of staying "connected" with the stream stuck. A message that fits
+    /// is reassembled as before.
+    @Test func aMessageLargerThanTheReceiveBufferAbortsWithAReason() {
+        var sender = SCTPConfig()
+        sender.maxMessageSize = 4 << 20
+        sender.sendBufferLimit = 8 << 20
+        var p = establishedPair(seed: 31, config: sender)
+        let fits = [UInt8](repeating: 0x41, count: 900 * 1024)
+        #expect((try? p.a.send(stream: 1, ppid: 53, data: fits, now: p.now)) != nil)
+        _ = p.run(for: .seconds(20)) { !$0.eventsB.isEmpty }
+        #expect(p.eventsB == [.message(SCTPMessage(streamID: 1, ppid: 53, unordered: false, data: fits))])
+        p.eventsB.removeAll()
+        let huge = [UInt8](repeating: 0x42, count: 3 << 20)
+        #expect((try? p.a.send(stream: 1, ppid: 53, data: huge, now: p.now)) != nil)
+        _ = p.run(for: .seconds(60)) { !$0.eventsB.isEmpty }
+        #expect(p.eventsB == [.closed(.messageTooLarge(limit: SCTPConfig().receiveBufferSize))])
+        _ = p.run(for: .seconds(1))  // the ABORT reaches the sender
+        #expect(p.eventsA.contains(.closed(.abortedByPeer(cause: ErrorCause.protocolViolation))), "\(p.eventsA)")
+    }
+
     @Test func dataWithoutUserDataIsAborted() {
         var p = establishedPair(seed: 23)
         var b = p.b
