@@ -165,6 +165,10 @@ public struct AgentSettings: Sendable {
     /// OpenAI: the backend's route that hangs up a call (`hangup-url`, POST
     /// `{"call_id"}` with the device's token); nil: the ephemeral key's hangup.
     public var hangupURL: HTTPURL?
+    /// How far in a TURN server the provider names may be (`learned-ice-servers`).
+    public var learnedServerReach = LearnedServerReach.auto
+    /// The configured TURN servers: their credentials are never given to another.
+    public var configuredRelays: [TURNServer] = []
     /// Earlier transcript turns given to each new session (`carry-turns`; 0: none) …
     public var carryTurns = 20
     /// … at most this many bytes of their text in all.
@@ -241,11 +245,12 @@ public enum AgentOutput {
     case flushPlayback(session: Int)
     /// Audio now goes to (and comes from) this session.
     case switchAudio(session: Int)
-    /// The provider's answer named ICE servers (WHIP `Link: rel="ice-server"`, RFC 9725
-    /// §4.6, or a backend's `iceServers`): sessions from the next one on allocate on
-    /// them too. Not this one: its offer was complete before the answer came, and no
-    /// provider here takes trickled candidates.
-    case iceServers([ICEServerLink])
+    /// A TURN server the provider's answer named, judged usable (`LearnedServers`):
+    /// sessions from the next one on allocate on it too. Not this one: its offer was
+    /// complete before the answer came, and no provider here takes trickled candidates.
+    case addRelay(TURNServer, SocketAddress)
+    /// The same, named by host: resolve it and answer with `relayResolved`.
+    case resolveRelay(TURNServer)
     /// An ICE restart began on a session with relayed candidates: refresh its TURN
     /// allocations now (RFC 8656 §7.2).
     case refreshRelays(session: Int)
@@ -282,6 +287,8 @@ public final class AgentCore {
     public private(set) var now = Instant.zero
     var supervisorDeadline = Instant.distantFuture
 
+    /// TURN servers the provider named, and what was made of them.
+    var learned: LearnedServers
     // The conversation on the session that carries the audio.
     var conversation: RealtimeConversation
     public private(set) var lastUserText: String?
@@ -336,6 +343,7 @@ public final class AgentCore {
         muted = settings.pushToTalk
         micClosed = true
         conversation = RealtimeConversation(settings: settings.realtime)
+        learned = LearnedServers(reach: settings.learnedServerReach, routeHost: settings.route.answerURL.host)
         conversation = newConversation()
     }
 
@@ -420,6 +428,45 @@ public final class AgentCore {
         guard let (session, purpose) = requests.removeValue(forKey: request), let s = sessions[session] else { return }
         s.httpFailed(purpose, failure)
         driveSupervisor()
+    }
+
+    /// The ICE servers a provider's answer named (WHIP `Link: rel="ice-server"`, RFC
+    /// 9725 §4.6; a backend's `iceServers`): each judged by `LearnedServers`.
+    func learn(_ links: [ICEServerLink]) {
+        for link in links {
+            switch learned.consider(link, configured: settings.configuredRelays) {
+            case .use(let server, let address):
+                log(.info, "the answer names TURN server \(server.url): used from the next session (this offer was already complete)")
+                emit(.addRelay(server, address))
+            case .resolve(let server):
+                emit(.resolveRelay(server))
+            case .refused(let why):
+                log(.warning, why)
+            case .ignored:
+                break
+            }
+        }
+    }
+
+    /// A learned TURN server's name resolved (`.resolveRelay`): used at the first
+    /// address the reach allows, or refused.
+    public func relayResolved(_ server: TURNServer, addresses: [SocketAddress], now: Instant) {
+        self.now = now
+        let preferred = addresses.filter { $0.ip.isV4 } + addresses.filter { !$0.ip.isV4 }
+        guard let first = preferred.first else { return }
+        guard let a = preferred.first(where: { learned.allows($0.ip) }) else {
+            log(.warning, learned.scopeRefusal(server.url, first.ip.scope))
+            return
+        }
+        var s = server
+        s.address = a.ip
+        log(.info, "the answer names TURN server \(server.url) (\(a)): used from the next session (this offer was already complete)")
+        emit(.addRelay(s, a))
+    }
+
+    public func relayUnresolved(_ server: TURNServer, reason: String, now: Instant) {
+        self.now = now
+        log(.warning, "the answer's ice-server \(server.url): \(reason); not using it")
     }
 
     /// One uplink frame (capture → hooks → mute gate), for the session carrying the audio.

@@ -309,7 +309,7 @@ final class SessionMachine {
         phase = .connecting
         drainPeer()
         core.log(.info, "session \(id): answer applied; connecting")
-        if !a.iceServers.isEmpty { core.emit(.iceServers(a.iceServers)) }
+        if !a.iceServers.isEmpty { core.learn(a.iceServers) }
         if let direction = peer.negotiatedSession?.audioDirection, direction != .sendrecv {
             // RFC 3264 §6.1: what the answer allows is what happens; the user should know.
             let what: String

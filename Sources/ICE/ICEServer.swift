@@ -125,12 +125,33 @@ public struct TURNServer: Hashable, Sendable, CustomStringConvertible {
     public var username: String
     public var credential: String
     public var address: IPAddress?
+    /// The realm the credentials were last accepted under (nil: not known yet). A
+    /// challenge naming another realm is refused: the key derived from the password
+    /// belongs to this server's realm (RFC 8489 §9.2), and a relay or a spoofed answer
+    /// that names its own realm would get a key it can attack offline.
+    public var realm: String? = nil
 
     public init(url: ICEServerURL, username: String, credential: String, address: IPAddress? = nil) {
         self.url = url
         self.username = username
         self.credential = credential
         self.address = address ?? url.ip
+    }
+
+    /// Why a username and password cannot be used with a TURN server, or nil. RFC 8489
+    /// §14.3: USERNAME is fewer than 509 bytes of UTF-8 (Linnet's codec takes 513, the
+    /// attribute's padded length); the password has no bound of its own, 763 bytes here
+    /// (a line a person types). Control characters cannot come through OpaqueString
+    /// (§9.2.2) and are typos in a file. Checked where credentials enter (the config, a
+    /// provider's answer), so a username that could never be sent fails once, loudly,
+    /// instead of every session waiting out its relay gathering.
+    public static func credentialProblem(username: String, credential: String) -> String? {
+        func control(_ s: String) -> Bool { s.utf8.contains { $0 < 0x20 || $0 == 0x7F } }
+        if username.isEmpty { return "the username is empty" }
+        if username.utf8.count > Username.maxBytes { return "the username is \(username.utf8.count) bytes (at most \(Username.maxBytes), RFC 8489 §14.3)" }
+        if credential.utf8.count > 763 { return "the password is \(credential.utf8.count) bytes (at most 763)" }
+        if control(username) || control(credential) { return "the username or password holds control characters" }
+        return nil
     }
 
     public var transport: TURNTransport { url.transport }

@@ -7,10 +7,16 @@ public enum TURNFailure: Error, Hashable, Sendable, CustomStringConvertible {
     case unauthorized(String)
     /// An error response other than the ones handled (403, 437, 486, 508, …).
     case refused(code: Int, reason: String)
-    /// No response within the transaction timeout (RFC 8489 §6.2.1).
+    /// No response within the transaction timeout (RFC 8489 §6.2.1), over UDP.
     case timeout
+    /// No response over a TCP or TLS connection that stayed up (RFC 8489 §6.2.2: 39.5 s,
+    /// shorter here): the server accepted the connection but does not answer.
+    case noAnswerOverConnection
     /// The TCP or TLS connection to the server failed or closed; the runtime's words.
     case connection(String)
+    /// The `turns:` server's certificate does not verify (or no trust store): only a
+    /// person can fix it, as for HTTPS (README: exit 78).
+    case certificate(String)
     /// A response that does not make sense (no XOR-RELAYED-ADDRESS, a 401 without REALM
     /// or NONCE, a bad MESSAGE-INTEGRITY).
     case badResponse(String)
@@ -20,15 +26,19 @@ public enum TURNFailure: Error, Hashable, Sendable, CustomStringConvertible {
         case .unauthorized(let m): return "authentication failed: \(m)"
         case .refused(let code, let reason): return "refused: \(code) \(reason)"
         case .timeout: return "no response (unreachable, or UDP blocked)"
+        case .noAnswerOverConnection: return "no response over the connection (the server accepted it but does not answer TURN)"
         case .connection(let m): return "connection failed: \(m)"
+        case .certificate(let m): return m
         case .badResponse(let m): return "bad response: \(m)"
         }
     }
 
     /// Only a person can fix it: retrying soon changes nothing.
     public var isConfiguration: Bool {
-        if case .unauthorized = self { return true }
-        return false
+        switch self {
+        case .unauthorized, .certificate: return true
+        default: return false
+        }
     }
 }
 
@@ -122,7 +132,7 @@ public struct TURNClient<R: RandomNumberGenerator> {
     public private(set) var allocateAttempts = 0
 
     var rng: R
-    var realm: String?
+    public private(set) var realm: String?
     var nonce: String?
     var key: [UInt8]?
     var lifetime: UInt32 = 600
@@ -390,7 +400,7 @@ public struct TURNClient<R: RandomNumberGenerator> {
     mutating func timedOut(_ tx: TURNTransaction, now: Instant) {
         switch tx.kind {
         case .allocate, .refresh:
-            fail(.timeout)
+            fail(reliable ? .noAnswerOverConnection : .timeout)
         case .release:
             break
         case .createPermission(let ip):
@@ -483,6 +493,7 @@ public struct TURNClient<R: RandomNumberGenerator> {
             guard let realm = m.realm, let nonce = m.nonce else {
                 return fail(.badResponse("a 401 without REALM and NONCE"))
             }
+            if let pinned = server.realm, !pinned.bytesEqual(realm) { return fail(realmChanged(realm, pinned)) }
             self.realm = realm
             self.nonce = nonce
             key = STUNMessage.longTermKey(username: server.username, realm: realm, password: server.credential)
@@ -503,6 +514,7 @@ public struct TURNClient<R: RandomNumberGenerator> {
             self.nonce = nonce
             // The realm is compared as the server sent it, byte for byte (Wire/Text.swift).
             if let r = m.realm, !(realm?.bytesEqual(r) ?? false) {
+                if let pinned = server.realm, !pinned.bytesEqual(r) { return fail(realmChanged(r, pinned)) }
                 realm = r
                 key = STUNMessage.longTermKey(username: server.username, realm: r, password: server.credential)
             }
@@ -516,6 +528,12 @@ public struct TURNClient<R: RandomNumberGenerator> {
                 timedOut(tx, now: now)
             }
         }
+    }
+
+    /// A challenge under another realm than the one the credentials were accepted under:
+    /// no key is derived for it, and nobody but a person can say it is right.
+    func realmChanged(_ realm: String, _ pinned: String) -> TURNFailure {
+        .unauthorized("\(server) now asks for realm '\(printableForLog(realm))', not '\(printableForLog(pinned))' as before: the credentials are not sent under another realm (restart Linnet if the server really moved)")
     }
 
     mutating func retry(_ tx: TURNTransaction, now: Instant, staleRetries: Int = 0) {

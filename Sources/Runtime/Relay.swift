@@ -157,7 +157,7 @@ final class RelayPath {
             return
         }
         if let tls {
-            do throws(TLSError) { try tls.send(bytes) } catch { return lost("TLS: \(error)") }
+            do throws(TLSError) { try tls.send(bytes) } catch { return lost(error) }
             pumpTLS()
             return
         }
@@ -207,11 +207,12 @@ final class RelayPath {
             do throws(TLSError) {
                 tls = try TLSClient(configuration: configuration, random: random)
             } catch {
-                lost("TLS: \(error)")
+                lost(error)
                 return false
             }
         } catch {
-            lost(error.description)
+            // The trust store or the CA file: a person's to fix, as for HTTPS.
+            lost(error.description, configuration: error.isConfigurationProblem)
             return false
         }
         tls?.start(now: loop.now)
@@ -232,7 +233,7 @@ final class RelayPath {
             case .event(.closed):
                 return lost("the server closed the TLS connection")
             case .event(.failed(let error)):
-                return lost("TLS: \(error)")
+                return lost(error)
             case .timeout:
                 flush()
                 return
@@ -292,14 +293,22 @@ final class RelayPath {
     }
 
     /// The path to the server failed: the client reports it (once) and all closes.
-    func lost(_ why: String) {
+    func lost(_ why: String, configuration: Bool = false) {
         guard !closed else { return }
         connecting = false
         client.connectionLost(why)
         pump()
         if !closed {
-            onFailed(.connection(why))
+            onFailed(configuration ? .certificate(why) : .connection(why))
             shutdown()
+        }
+    }
+
+    /// A TLS failure: a certificate that does not verify is a person's to fix.
+    func lost(_ error: TLSError) {
+        switch error {
+        case .certificateRejected, .noTrustAnchors, .badTrustStore: lost(error.description, configuration: true)
+        default: lost(error.description)
         }
     }
 

@@ -131,6 +131,7 @@ public final class Runtime {
         // The direct route tells OpenAI what the user heard of a reply they cut off.
         if case .openai = route { settings.realtime.truncatesHeardAudio = true }
         settings.carryTurns = config.carryTurns
+        settings.learnedServerReach = config.learnedICEServers
         settings.hangupURL = config.hangupURL
         return settings
     }
@@ -266,8 +267,10 @@ public final class Runtime {
                 if let m = media.paths[id], m === activeMedia { audio.flushPlayback() }
             case .switchAudio(let id):
                 activeMedia = media.paths[id]
-            case .iceServers(let links):
-                learn(links)
+            case .addRelay(let server, let address):
+                learnedRelays.append((server, address))
+            case .resolveRelay(let server):
+                resolve(server)
             case .refreshRelays(let id):
                 for path in relayPaths[id] ?? [] { path.refresh() }
             case .record(let type, let fields):
@@ -311,52 +314,24 @@ public final class Runtime {
         core.socketsBound(session: id, addresses: bound.map { $0.localAddress }, relays: paths.count, now: loop.now)
     }
 
+    /// The realm each configured TURN server accepted its credentials under.
+    var pinnedRealms: [String: String] = [:]
     /// TURN servers the provider's answers named (added for later sessions).
     var learnedRelays: [(server: TURNServer, address: SocketAddress)] = []
-    var learnedURLs: [String] = []
     var learnResolver: BackgroundResolver?
 
-    /// Servers from an answer: TURN URLs with their own credentials (or the configured
-    /// ones), resolved off the loop, used from the next session on. At most 4 are kept:
-    /// an answer cannot make the device allocate on dozens of servers.
-    func learn(_ links: [ICEServerLink]) {
-        for link in links {
-            // URLs and usernames as the answer sent them, compared byte for byte.
-            guard learnedURLs.count < 4, !learnedURLs.containsBytes(equalTo: link.url) else { continue }
-            let url: ICEServerURL
-            do throws(ICEError) { url = try ICEServerURL(parsing: link.url) } catch {
-                Log.warning("the answer's ice-server \(link.url) is unusable: \(error)")
-                learnedURLs.append(link.url)
-                continue
+    /// Resolves a TURN server the provider named by host; the core judges the addresses.
+    func resolve(_ server: TURNServer) {
+        if learnResolver == nil { learnResolver = try? BackgroundResolver(loop: loop, maxThreads: 1) }
+        guard let resolver = learnResolver else {
+            return core.relayUnresolved(server, reason: "no resolver thread", now: loop.now)
+        }
+        _ = resolver.resolve(server.url.host, port: server.url.port) { result in
+            switch result {
+            case .success(let addresses): self.core.relayResolved(server, addresses: addresses, now: self.loop.now)
+            case .failure(let e): self.core.relayUnresolved(server, reason: e.description, now: self.loop.now)
             }
-            guard url.isTURN else { continue }
-            learnedURLs.append(link.url)
-            guard let username = link.username ?? parts.relays.first?.server.username,
-                  let credential = link.credential ?? parts.relays.first?.server.credential else {
-                Log.warning("the answer's ice-server \(url) has no username and credential; not using it")
-                continue
-            }
-            if parts.relays.contains(where: { $0.server.url == url && $0.server.username.bytesEqual(username) }) { continue }
-            let server = TURNServer(url: url, username: username, credential: credential)
-            if let ip = url.ip {
-                learnedRelays.append((server, SocketAddress(ip: ip, port: url.port)))
-                Log.info("the answer names TURN server \(url): used from the next session (this offer was already complete)")
-                continue
-            }
-            if learnResolver == nil { learnResolver = try? BackgroundResolver(loop: loop, maxThreads: 1) }
-            guard let resolver = learnResolver else { continue }
-            _ = resolver.resolve(url.host, port: url.port) { result in
-                switch result {
-                case .success(let addresses):
-                    guard let a = addresses.first(where: { $0.ip.isV4 }) ?? addresses.first else { return }
-                    var s = server
-                    s.address = a.ip
-                    self.learnedRelays.append((s, a))
-                    Log.info("the answer names TURN server \(url) (\(a)): used from the next session (this offer was already complete)")
-                case .failure(let e):
-                    Log.warning("the answer's ice-server \(url): \(e); not using it")
-                }
-            }
+            self.drive()
         }
     }
 
@@ -367,9 +342,15 @@ public final class Runtime {
         var paths: [RelayPath] = []
         for (i, r) in (parts.relays + learnedRelays).enumerated() {
             let seed = UInt64(truncatingIfNeeded: loop.now.nanoseconds) &* 0x9E37_79B9_7F4A_7C15 &+ UInt64(i) &+ UInt64(id) << 32
-            let path = RelayPath(loop: loop, server: r.server, address: r.address, tls: tls, seed: seed)
+            var server = r.server
+            let configured = i < parts.relays.count
+            // The configured credentials stay with the realm they were first accepted
+            // under (TURNServer.realm).
+            if configured { server.realm = pinnedRealms[server.url.description] }
+            let path = RelayPath(loop: loop, server: server, address: r.address, tls: tls, seed: seed)
             let name = "\(r.server) (\(r.address))"
             path.onAllocated = { path, relayed, mapped in
+                if configured, let realm = path.client.realm { self.pinnedRealms[server.url.description] = realm }
                 let after = path.allocatedAfter?.milliseconds ?? 0
                 self.core.relayAllocated(session: id, relayed: relayed, mapped: mapped, server: r.address.ip,
                                          via: "\(name) over \(r.server.transport) in \(after) ms", now: self.loop.now)

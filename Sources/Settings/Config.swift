@@ -28,6 +28,19 @@ public enum Duplex: String, Sendable, Equatable, CaseIterable {
     case half
 }
 
+/// How far in an ICE server the provider names may be (`learned-ice-servers`).
+public enum LearnedServerReach: String, Sendable, Equatable, CaseIterable {
+    /// No further in than the route's own host (a WHIP server on this host may name
+    /// servers on it; one on the internet only servers on the internet).
+    case auto
+    /// Only addresses on the internet.
+    case internet
+    /// Anywhere, this host and the LAN included.
+    case any
+    /// None: only the configured servers are used.
+    case none
+}
+
 /// A feature that is on, off, or decided from the rest of the configuration (`auto`).
 /// Written as a boolean or `auto`; a bare `--flag` is `on`, `--no-flag` `off`.
 public enum AutoSwitch: String, Sendable, Equatable, CaseIterable {
@@ -169,6 +182,7 @@ public struct Config: Sendable, Equatable {
     public var iceTransportPolicy = ICETransportPolicy.all
     /// ICE-TCP (RFC 6544): offer active TCP candidates and connect to the peer's passive ones.
     public var iceTCP = true
+    public var learnedICEServers = LearnedServerReach.auto
     /// Interfaces to gather candidates on; empty: every up, non-loopback one.
     public var interfaces: [String] = []
 

@@ -91,6 +91,10 @@ extension SettingsTable {
         .optional("ice-username", .text("NAME", example: "kiosk-17"), .network, .agent, "the TURN servers' username (long-term credentials)") { $0.iceUsername = $1 },
         .optional("ice-credential", .text("SECRET", example: "s3cret"), .network, .agent,
                   "the TURN servers' password (better: ice-credential-file, or the ice-credential systemd credential)") { $0.iceCredential = $1 },
+        .value("learned-ice-servers", Parser<LearnedServerReach>.oneOf, .network, .agent, default: "auto",
+               "TURN servers the provider's answer names (with their own credentials, never the configured ones): auto uses those no further in than the route's host, internet only public ones, any all, none none") {
+            $0.learnedICEServers = $1
+        },
         .optional("ice-credential-file", .path(), .network, .agent,
                   "a file holding the TURN password (default $CREDENTIALS_DIRECTORY/ice-credential)") { $0.iceCredentialFile = $1 },
         .value("ice-tcp", .boolean, .network, .agent, default: "true",

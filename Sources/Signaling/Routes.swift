@@ -52,6 +52,16 @@ public enum Route: Equatable, Sendable {
         }
     }
 
+    /// The URL the answer comes from (whose host the provider's ICE servers are judged
+    /// against, `LearnedServers`).
+    public var answerURL: HTTPURL {
+        switch self {
+        case .whip(let url): return url
+        case .backend(let base, _): return base
+        case .openai(let calls, _): return calls
+        }
+    }
+
     /// Whether ICE can be restarted in place on this route (WHIP with an ETag).
     public var restartsICE: Bool { if case .whip = self { return true } else { return false } }
 }

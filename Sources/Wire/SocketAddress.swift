@@ -29,6 +29,48 @@ public enum IPAddress: Hashable, Sendable, CustomStringConvertible {
         }
     }
 
+    /// How far the address reaches, from this host outward: what an address a remote
+    /// party names may be trusted with. Ordered: a scope includes the ones before it.
+    public enum Scope: Int, Comparable, Sendable, CustomStringConvertible {
+        /// This host: 127.0.0.0/8, ::1, and the unspecified address (which connects to it).
+        case host
+        /// The link: 169.254.0.0/16, fe80::/10.
+        case link
+        /// A private network: 10/8, 172.16/12, 192.168/16 (RFC 1918), 100.64/10 (RFC 6598
+        /// shared address space), fc00::/7 (RFC 4193), and the IPv4-mapped forms of these.
+        case site
+        /// Everything else.
+        case global
+
+        public static func < (a: Scope, b: Scope) -> Bool { a.rawValue < b.rawValue }
+
+        public var description: String {
+            switch self {
+            case .host: return "this host"
+            case .link: return "the local link"
+            case .site: return "a private network"
+            case .global: return "the internet"
+            }
+        }
+    }
+
+    public var scope: Scope {
+        switch self {
+        case .v4(let a):
+            if a >> 24 == 127 || a == 0 { return .host }
+            if a >> 16 == 0xA9FE { return .link }
+            if a >> 24 == 10 || a >> 20 == 0xAC1 || a >> 16 == 0xC0A8 || a >> 22 == 0x191 { return .site }
+            return .global
+        case .v6(let h, let l):
+            if h == 0 && (l == 1 || l == 0) { return .host }
+            // ::ffff:a.b.c.d: the IPv4 address's scope.
+            if h == 0 && l >> 32 == 0xFFFF { return IPAddress.v4(UInt32(truncatingIfNeeded: l)).scope }
+            if h >> 54 == 0x3FA { return .link }
+            if h >> 57 == 0x7E { return .site }
+            return .global
+        }
+    }
+
     public var isUnspecified: Bool {
         switch self {
         case .v4(let a): return a == 0

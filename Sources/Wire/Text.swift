@@ -176,3 +176,16 @@ public struct TextKey: Hashable, Sendable, ExpressibleByStringLiteral, CustomStr
 
     public var description: String { text }
 }
+
+/// A peer's text made safe for one log line: printable ASCII kept, every other byte
+/// (controls, DEL, anything non-ASCII) shown as `?`, at most `maxBytes` bytes with `…`
+/// where cut. For short protocol strings (a TURN realm, a server name) that a hostile
+/// peer chooses.
+public func printableForLog(_ text: String, maxBytes: Int = 64) -> String {
+    var out: [UInt8] = []
+    for b in text.utf8 {
+        if out.count >= maxBytes { return String(decoding: out, as: UTF8.self) + "…" }
+        out.append(b >= 0x20 && b < 0x7F ? b : UInt8(ascii: "?"))
+    }
+    return String(decoding: out, as: UTF8.self)
+}

@@ -23,13 +23,8 @@ enum ICEServers {
         guard let credential = try credential(config) else {
             throw CLIFailure(.config, "ice-server \(urls[0]) needs ice-credential, ice-credential-file or the ice-credential systemd credential")
         }
-        // RFC 8489 §9.2.2: the username and password are UTF-8 strings processed with
-        // OpaqueString; control characters cannot come through that, and in a config
-        // file they are typos.
-        for (what, value) in [("ice-username", username), ("ice-credential", credential)] {
-            guard !value.utf8.contains(where: { $0 < 0x20 || $0 == 0x7F }), value.utf8.count <= 763 else {
-                throw CLIFailure(.config, "\(what) must be one line of at most 763 bytes, without control characters")
-            }
+        if let problem = TURNServer.credentialProblem(username: username, credential: credential) {
+            throw CLIFailure(.config, "ice-username / ice-credential: \(problem)")
         }
         return urls.map { TURNServer(url: $0, username: username, credential: credential) }
     }

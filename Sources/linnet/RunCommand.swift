@@ -154,6 +154,7 @@ enum RunCommand {
         }
         var settings = Runtime.settings(config: config, route: route, token: token, stun: stun, sendOnOpen: sendOnOpen)
         settings.relayOnly = config.iceTransportPolicy == .relay
+        settings.configuredRelays = relays.map { $0.server }
         let core = AgentCore(settings: settings, identity: identity, crypto: crypto, seed: try randomSeed(crypto))
         let media = MediaSettings(rate: config.rate, frameMilliseconds: audio.frameClock.milliseconds, bitrate: Int32(config.bitrate),
                                   complexity: Int32(config.complexity), fec: config.fec, dtx: config.dtx)

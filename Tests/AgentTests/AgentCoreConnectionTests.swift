@@ -2,6 +2,7 @@ import Testing
 import Wire
 import JSON
 import Signaling
+import ICE
 @testable import Agent
 
 /// The agent core's connection decisions, in ProviderWorld on a manual clock: what
@@ -11,16 +12,44 @@ import Signaling
     /// Every route connects: the offer reaches the provider, its answerer peer connects,
     /// audio goes both ways (the echo comes back) and SIGTERM closes the provider's side
     /// first (DELETE, close route, hang-up), then exits 0.
-    /// ICE servers in the WHIP answer's `Link` fields reach the runtime (for the next
-    /// session: this offer was complete before the answer), in order, once per answer.
-    @Test func answerICEServersReachTheRuntime() throws {
-        let w = try ProviderWorld(ProviderWorld.Options())
+    /// ICE servers in the WHIP answer's `Link` fields (for the next session: this offer
+    /// was complete before the answer): a TURN server with its own credentials on the
+    /// internet is used; by name, resolved first; one without credentials never gets
+    /// the configured ones; one on this host or the LAN is refused (the provider is on
+    /// the internet); a `stun:` one is not a relay. Each refusal is said once.
+    @Test func answerICEServersAreJudgedByTheCore() throws {
+        var o = ProviderWorld.Options()
+        let configured = TURNServer(url: try ICEServerURL(parsing: "turn:turn.device.net"), username: "kiosk-17", credential: "s3cret")
+        o.configure = { $0.configuredRelays = [configured] }
+        let w = try ProviderWorld(o)
         w.startCore()
-        w.provider.linkHeaders = ["<turn:turn.example.net?transport=tcp>; rel=\"ice-server\"; username=\"u\"; credential=\"p\"",
-                         "<stun:stun.example.net>; rel=\"ice-server\""]
+        w.provider.linkHeaders = [
+            "<turn:198.51.100.7:3478?transport=tcp>; rel=\"ice-server\"; username=\"u\"; credential=\"p\"",
+            "<turn:turn.example.net>; rel=\"ice-server\"; username=\"u2\"; credential=\"p2\"",
+            "<turn:evil.example.net:3478>; rel=\"ice-server\"",
+            "<turn:192.168.1.20:3478>; rel=\"ice-server\"; username=\"u\"; credential=\"p\"",
+            "<stun:stun.example.net>; rel=\"ice-server\""]
         _ = try #require(w.run(within: .seconds(5)) { w.core.state == .connected })
-        #expect(w.learnedICEServers == [ICEServerLink(url: "turn:turn.example.net?transport=tcp", username: "u", credential: "p"),
-                                        ICEServerLink(url: "stun:stun.example.net")])
+        #expect(w.learnedRelays.map { "\($0.server.url) \($0.server.username) \($0.address)" } == ["turn:198.51.100.7:3478?transport=tcp u 198.51.100.7:3478"])
+        #expect(w.resolveRequests.map { "\($0.url) \($0.username)" } == ["turn:turn.example.net:3478 u2"])
+        let warnings = w.logs.filter { $0.level == .warning }.map(\.text)
+        #expect(warnings.contains { $0.contains("turn:evil.example.net:3478 came without a username and credential") }, "\(warnings)")
+        #expect(warnings.contains { $0.contains("turn:192.168.1.20:3478 is on a private network") }, "\(warnings)")
+        #expect(!w.logs.contains { $0.text.contains("kiosk-17") || $0.text.contains("s3cret") })
+        // The name resolves: to a LAN address it is refused, to a public one used.
+        let named = try #require(w.resolveRequests.first)
+        w.core.relayResolved(named, addresses: [SocketAddress(ip: IPAddress("10.0.0.5")!, port: 3478)], now: w.now)
+        w.drive()
+        #expect(w.learnedRelays.count == 1)
+        w.core.relayResolved(named, addresses: [SocketAddress(ip: IPAddress("10.0.0.5")!, port: 3478),
+                                                SocketAddress(ip: IPAddress("203.0.113.9")!, port: 3478)], now: w.now)
+        w.drive()
+        #expect(w.learnedRelays.last.map { "\($0.address) \($0.server.username)" } == "203.0.113.9:3478 u2")
+        // The same answer again (the next session's) adds nothing.
+        w.core.newConversation(now: w.now)
+        w.drive()
+        _ = w.run(within: .seconds(5)) { w.core.sessionIDs.contains(2) && w.core.state == .connected }
+        #expect(w.learnedRelays.count == 2 && w.resolveRequests.count == 1)
     }
 
     @Test(arguments: [RouteKind.whip, .backend, .openai])

@@ -124,7 +124,10 @@ final class ProviderWorld {
     var statuses: [(at: Instant, status: AgentStatus)] = []
     var mutes: [(at: Instant, muted: Bool)] = []
     /// ICE servers the answers named (`.iceServers`), in order.
-    var learnedICEServers: [ICEServerLink] = []
+    /// TURN servers the core decided to use from answers (`.addRelay`), and names it
+    /// asked to resolve (`.resolveRelay`).
+    var learnedRelays: [(server: TURNServer, address: SocketAddress)] = []
+    var resolveRequests: [TURNServer] = []
     /// `.flushPlayback` outputs: when, for which session.
     var flushes: [(at: Instant, session: Int)] = []
     var exited: (at: Instant, status: ExitStatus)?
@@ -287,8 +290,10 @@ final class ProviderWorld {
                 if options.keepHistory { flushes.append((now, id)) }
             case .switchAudio(let id):
                 audioSession = id
-            case .iceServers(let servers):
-                if options.keepHistory { learnedICEServers.append(contentsOf: servers) }
+            case .addRelay(let server, let address):
+                learnedRelays.append((server, address))
+            case .resolveRelay(let server):
+                resolveRequests.append(server)
             case .refreshRelays:
                 break
             case .record(let type, let fields):

@@ -18,10 +18,12 @@ struct TURNHarness {
     var events: [TURNEvent] = []
     var deadline = Instant.distantFuture
 
-    init(transport: TURNTransport = .udp, password: String = TURNHarness.password, timing: TURNTiming = TURNTiming()) {
+    init(transport: TURNTransport = .udp, password: String = TURNHarness.password, timing: TURNTiming = TURNTiming(),
+         pinnedRealm: String? = nil) {
         let url = ICEServerURL(scheme: transport == .tls ? .turns : .turn, host: "192.0.2.1", transport: transport)
-        client = TURNClient(server: TURNServer(url: url, username: Self.user, credential: password), timing: timing,
-                            rng: SeededRandom(seed: 7))
+        var server = TURNServer(url: url, username: Self.user, credential: password)
+        server.realm = pinnedRealm
+        client = TURNClient(server: server, timing: timing, rng: SeededRandom(seed: 7))
     }
 
     mutating func drain() {
@@ -121,6 +123,29 @@ func parsed(_ b: [UInt8]) -> STUNMessage { try! STUNMessage.parse(b) }
         #expect(h.client.relayedAddress == TURNHarness.relayed)
         #expect(h.client.requestsSent == 2 && h.client.allocateAttempts == 2)
         #expect(h.take().isEmpty)
+    }
+
+    /// The credentials were accepted under one realm; a challenge naming another (a
+    /// relay in the middle, a spoofed server) gets no key derived and nothing signed:
+    /// the allocation fails as a configuration problem, and nothing after the first,
+    /// unauthenticated Allocate is sent. Under the pinned realm it goes on as before.
+    @Test func aChallengeUnderAnotherRealmGetsNoCredentials() throws {
+        var h = TURNHarness(pinnedRealm: "linnet.test")
+        h.client.allocate(now: h.now)
+        h.drain()
+        let first = h.take()
+        h.deliver(TURNHarness.response(to: first[0], error: (401, "Unauthorized"), [.realm(Realm("evil\nrealm")), .nonce(Nonce("n"))], key: nil))
+        #expect(h.take().isEmpty, "nothing signed for another realm")
+        guard case .failed(let f) = h.client.state else { Issue.record("state \(h.client.state)"); return }
+        #expect(f.isConfiguration && f.description.contains("realm 'evil?realm', not 'linnet.test'"), "\(f)")
+        // The pinned realm itself: the usual challenge and signed retry.
+        var ok = TURNHarness(pinnedRealm: "linnet.test")
+        ok.client.allocate(now: ok.now)
+        ok.drain()
+        ok.deliver(TURNHarness.challenge(to: ok.take()[0]))
+        let second = ok.take()
+        #expect(second.count == 1)
+        try parsed(second[0]).verifyIntegrity(of: second[0], key: TURNHarness.key)
     }
 
     @Test func challengeWithoutRealmOrNonceFails() {
@@ -512,7 +537,8 @@ func parsed(_ b: [UInt8]) -> STUNMessage { try! STUNMessage.parse(b) }
             #expect(h.deadline == t0 + TURNTiming().streamTimeout)
             h.fire()
             #expect(h.take().isEmpty)
-            #expect(h.takeEvents() == [.failed(.timeout)])
+            // Not "UDP blocked": the connection is up, the server does not answer.
+            #expect(h.takeEvents() == [.failed(.noAnswerOverConnection)])
             #expect(h.client.requestsSent == 1)
         }
     }
