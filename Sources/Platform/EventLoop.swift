@@ -269,3 +269,19 @@ public final class DeadlineTimer {
         deadline = .distantFuture
     }
 }
+
+/// How much one readable descriptor may take of one turn of the loop. The loop is
+/// level-triggered (`poll`): a handler that stops with data still waiting is called
+/// again at the next turn, after the timers and every other ready descriptor (the audio
+/// eventfds, the signal pipe) have had theirs. A handler that reads until `EAGAIN`
+/// instead never returns while a peer keeps the socket full, and starves all of them:
+/// no audio, no `WATCHDOG=1`, no SIGTERM (a flood of empty RFC 4571 frames or TURN
+/// ChannelData did exactly that).
+public enum ReadBudget {
+    /// Datagrams a UDP socket's handler reads per turn: a call brings 50–100 a second.
+    public static let datagrams = 64
+    /// Bytes a stream socket's handler reads per turn.
+    public static let streamBytes = 64 * 1024
+    /// Connections a listening socket's handler accepts per turn.
+    public static let accepts = 16
+}

@@ -67,7 +67,7 @@ public final class Call {
     }
 
     func readable(_ socket: UDPSocket) {
-        while !closed {
+        for _ in 0..<ReadBudget.datagrams where !closed {
             let got = try? receiveBuffer.withMutableBytes { (raw: UnsafeMutableRawBufferPointer) throws(SystemError) in
                 try socket.receive(into: raw)
             }

@@ -507,7 +507,8 @@ public final class HTTPCall {
 
     func receive() {
         if receiveBuffer.isEmpty { receiveBuffer = [UInt8](repeating: 0, count: 16_384) }
-        while phase != .done, let socket {
+        var budget = ReadBudget.streamBytes
+        while phase != .done, budget > 0, let socket {
             let got: Int?
             do throws(SystemError) {
                 got = try receiveBuffer.withMutableBytes { (raw: UnsafeMutableRawBufferPointer) throws(SystemError) in try socket.receive(into: raw) }
@@ -515,6 +516,7 @@ public final class HTTPCall {
                 return finish(.failure(.io(error)))
             }
             guard let n = got else { return }
+            budget -= max(n, 1)
             if let tls {
                 if n == 0 {
                     tls.handleEndOfStream(now: loop.now)
@@ -613,7 +615,8 @@ public final class HTTPServer {
     var address: SocketAddress { listener.localAddress }
 
     func acceptAll() {
-        while let socket = try? listener.accept() {
+        for _ in 0..<ReadBudget.accepts {
+            guard let socket = try? listener.accept() else { return }
             let c = Connection(socket: socket)
             connections[socket.fd] = c
             c.source = loop.watch(fd: socket.fd) { [self] revents in self.readable(c, revents) }

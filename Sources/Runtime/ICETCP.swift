@@ -63,7 +63,10 @@ final class ICETCPPath {
     }
 
     private func receive() {
-        while !closed, let socket {
+        // At most a budget of bytes per turn (ReadBudget): a peer that keeps the socket
+        // full (tiny or empty RFC 4571 frames without end) is read at the next turn.
+        var budget = ReadBudget.streamBytes
+        while !closed, budget > 0, let socket {
             let got: Int?
             do throws(SystemError) {
                 got = try receiveBuffer.withMutableBytes { (raw: UnsafeMutableRawBufferPointer) throws(SystemError) in try socket.receive(into: raw) }
@@ -72,6 +75,7 @@ final class ICETCPPath {
             }
             guard let n = got else { return }
             if n == 0 { return fail("the peer closed the connection") }
+            budget -= n
             for var packet in framer.feed(Array(receiveBuffer[0..<n])) where !closed {
                 packet.withUnsafeMutableBytes { onPacket(remote, base, $0) }
             }

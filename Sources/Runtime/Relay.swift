@@ -169,7 +169,7 @@ final class RelayPath {
 
     private func readableUDP() {
         guard let udp else { return }
-        while !closed {
+        for _ in 0..<ReadBudget.datagrams where !closed {
             let got = try? receiveBuffer.withMutableBytes { (raw: UnsafeMutableRawBufferPointer) throws(SystemError) in try udp.receive(into: raw) }
             guard let (n, from) = got ?? nil else { return }
             // Only the server speaks on this socket: anything else is a stranger.
@@ -242,7 +242,11 @@ final class RelayPath {
     }
 
     private func receiveStream() {
-        while !closed, let tcp {
+        // At most a budget of bytes per turn (ReadBudget): a server that keeps the
+        // socket full (empty ChannelData without end) is read at the next turn, after
+        // the audio, the timers and the signals.
+        var budget = ReadBudget.streamBytes
+        while !closed, budget > 0, let tcp {
             let got: Int?
             do throws(SystemError) {
                 got = try receiveBuffer.withMutableBytes { (raw: UnsafeMutableRawBufferPointer) throws(SystemError) in try tcp.receive(into: raw) }
@@ -254,6 +258,7 @@ final class RelayPath {
                 if let tls { tls.handleEndOfStream(now: loop.now); pumpTLS() }
                 return lost("the server closed the connection")
             }
+            budget -= n
             if let tls {
                 tls.handleInput(Array(receiveBuffer[0..<n]), now: loop.now)
                 pumpTLS()

@@ -397,7 +397,8 @@ public final class Runtime {
     }
 
     func readable(_ id: Int, _ socket: UDPSocket) {
-        while sockets[id] != nil {
+        // At most a budget of datagrams per turn (ReadBudget): the rest at the next.
+        for _ in 0..<ReadBudget.datagrams where sockets[id] != nil {
             let got = try? receiveBuffer.withMutableBytes { (raw: UnsafeMutableRawBufferPointer) throws(SystemError) in
                 try socket.receive(into: raw)
             }

@@ -18,6 +18,13 @@ Modes (what the home listener does with an offer):
   backend-id ID      backend route: proxies upstream, replaces the voice id with ID
                      (a JSON value, e.g. '"a\\r\\nX-Injected: 1"', '"../../admin?x="', 42)
   echo-401           401 whose body echoes the request's headers, token included
+  tcp-flood          proxies the offer upstream (WHIP) and answers with the upstream's
+                     SDP whose only candidate is a TCP passive one (RFC 6544) on a
+                     listener of its own that, once connected, sends empty RFC 4571
+                     frames as fast as the socket takes them, forever
+  turn-flood         the same upstream answer, untouched; and a "TURN server over TCP"
+                     (its port printed as READY's third number) that floods every
+                     connection with empty ChannelData (RFC 8656 §12.5) forever
   spray              proxies the offer upstream (WHIP) and, before answering, sprays
                      every host candidate of the offer from fresh ports for 0.6 s with
                      ClientHellos, DTLS-looking and SRTP-looking junk and STUN requests
@@ -121,6 +128,45 @@ def main():
     foreign = ThreadingHTTPServer(("127.0.0.1", 0), Foreign)
     fport = foreign.server_address[1]
 
+    # The flooding stream server (tcp-flood, turn-flood): every connection gets the same
+    # few bytes again and again until it closes. Counted in the log at the end of each.
+    flood_unit = {"tcp-flood": b"\x00\x00" * 512, "turn-flood": b"\x40\x00\x00\x00" * 256}.get(a.mode)
+    flood_port = 0
+    if flood_unit:
+        flooder = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        flooder.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        flooder.bind(("127.0.0.1", 0))
+        flooder.listen(16)
+        flood_port = flooder.getsockname()[1]
+
+        def flood(conn):
+            sent = 0
+            try:
+                while True:
+                    sent += conn.send(flood_unit)
+            except OSError:
+                pass
+            with lock:
+                log.write(json.dumps({"listener": "flood", "sent": sent}) + "\n")
+
+        def accept_floods():
+            while True:
+                conn, _ = flooder.accept()
+                threading.Thread(target=flood, args=(conn,), daemon=True).start()
+
+        threading.Thread(target=accept_floods, daemon=True).start()
+
+    def tcp_only(answer):
+        # The answer's candidates, replaced by one TCP passive candidate on the flooder.
+        lines = [l for l in answer.decode().split("\r\n") if not l.startswith("a=candidate:") and l != "a=end-of-candidates"]
+        out = []
+        for l in lines:
+            out.append(l)
+            if l.startswith("m="):
+                out.append(f"a=candidate:1 1 tcp 2105524479 127.0.0.1 {flood_port} typ host tcptype passive")
+                out.append("a=end-of-candidates")
+        return "\r\n".join(out).encode()
+
     class Home(BaseHTTPRequestHandler):
         def log_message(self, *args):
             pass
@@ -144,6 +190,11 @@ def main():
                 # From the moment the answer is out: Linnet's DTLS server is waiting for a
                 # ClientHello, and the stranger's may come first.
                 return threading.Thread(target=spray, args=(data,)).start()
+            if m in ("tcp-flood", "turn-flood") and self.path.startswith("/whip"):
+                status, headers, answer = upstream("/whip", data, "application/sdp")
+                if m == "tcp-flood":
+                    answer = tcp_only(answer)
+                return send(self, 201, [("Content-Type", "application/sdp"), ("Location", headers.get("Location", "/whip/x"))], answer)
             if m == "location-foreign" and self.path.startswith("/whip"):
                 status, headers, answer = upstream("/whip", data, "application/sdp")
                 loc = headers.get("Location", "/whip/x").split("/")[-1]
@@ -169,7 +220,7 @@ def main():
     home = ThreadingHTTPServer(("127.0.0.1", 0), Home)
     for s in (home, foreign):
         threading.Thread(target=s.serve_forever, daemon=True).start()
-    print(f"READY {home.server_address[1]} {fport}", flush=True)
+    print(f"READY {home.server_address[1]} {fport} {flood_port}", flush=True)
     try:
         threading.Event().wait()
     except KeyboardInterrupt:
