@@ -943,6 +943,40 @@ static void room_free(room_t *r)
 	free(r);
 }
 
+/* A process that exits without closing its PCMs (Linnet ends on SIGTERM by exit(),
+ * its audio threads still running) would leave the last second of the logs without
+ * WAV headers and the room_close record: at exit (and at dlclose) every open room gets
+ * a last logging pass. Best effort: the worker is joined for at most a second, and the
+ * room is not freed (audio threads may still be inside a callback). */
+__attribute__((destructor)) static void rooms_at_exit(void)
+{
+	pthread_mutex_lock(&registry_lock);
+	for (room_t *r = rooms; r; r = r->next) {
+		if (!r->worker_started)
+			continue;
+		pthread_mutex_lock(&r->lock);
+		r->stop = 1;
+		pthread_mutex_unlock(&r->lock);
+		struct timespec ts;
+		clock_gettime(CLOCK_REALTIME, &ts);
+		ts.tv_sec += 1;
+		if (pthread_timedjoin_np(r->worker, NULL, &ts) != 0)
+			continue;
+		r->worker_started = 0;
+		if (r->events_f) {
+			double secs = r->sim_samples / (double)r->p.rate;
+			fprintf(r->events_f, "{\"t_ns\":%lld,\"ev\":\"room_close\",\"at_exit\":true,\"simulated_seconds\":%.3f,\"sim_cpu_ms\":%.3f,\"sim_load_percent\":%.4f,\"events_dropped\":%lld}\n",
+				(long long)mono_ns(), secs, r->sim_ns / 1e6, secs > 0 ? r->sim_ns / 1e7 / secs : 0.0, (long long)r->ev_dropped);
+			fflush(r->events_f);
+		}
+		wav_header(&r->w_spk);
+		wav_header(&r->w_mic);
+		wav_header(&r->w_echo);
+		wav_header(&r->w_talk);
+	}
+	pthread_mutex_unlock(&registry_lock);
+}
+
 static room_t *room_create(const room_params *p, char *err, size_t errlen)
 {
 	room_t *r = calloc(1, sizeof *r);

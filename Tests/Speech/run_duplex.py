@@ -14,7 +14,8 @@ each side understood with pocketsphinx (Tests/Speech/speech.py):
 - downlink WER: what the speaker played, one segment per reply (found on the room's
   speaker recording after the stand-in started sending that reply), against the words
   of the reply that were played before any cut: a word counts once the played time
-  reaches its middle, word ends taken from espeak-ng prefixes (speech.word_ends);
+  reaches its middle, word times from a forced alignment of the reply's own WAV
+  (speech.word_ends: pocketsphinx, espeak-ng prefixes where it skips a word);
 - the clean baseline: the recogniser on the source WAVs;
 - per barge-in (a request that starts while a reply is audible): the time from the
   user's voice at the microphone (talker's first loud sample) to the speaker's last
@@ -81,7 +82,7 @@ def log(msg: str) -> None:
 def assets(cache: str) -> dict:
     """Every sentence as a WAV (48 kHz), the replies' word ends, cached by content."""
     key = hashlib.sha256(json.dumps([speech.USER, speech.ASSISTANT, speech.VOICES, speech.SPEED,
-                                     speech.PITCH, speech.LEVEL_DBFS, 2]).encode()).hexdigest()[:16]
+                                     speech.PITCH, speech.LEVEL_DBFS, 3]).encode()).hexdigest()[:16]
     d = os.path.join(cache, key)
     meta_path = os.path.join(d, "assets.json")
     if os.path.exists(meta_path):
@@ -100,7 +101,7 @@ def assets(cache: str) -> dict:
                      "first_loud": int(loud[0]) if len(loud) else 0,
                      "last_loud": int(loud[-1]) if len(loud) else 0}
             if role == "assistant":
-                entry["word_ends"] = speech.word_ends(text, role)
+                entry["word_ends"] = speech.word_ends(text, role, x)
             meta[role].append(entry)
     with open(os.path.join(d, "replies.json"), "w") as f:
         json.dump({"greeting": {"wav": meta["assistant"][0]["wav"], "text": meta["assistant"][0]["text"]},
@@ -256,10 +257,11 @@ def run_call(cell_dir: str, a, meta: dict, room: dict, loss: float, flags: list,
                 after = [e for e in ev if e["t_ns"] > last_end_ns]
                 on = [e for e in after if e.get("ev") == "speaker_on"]
                 off = [e for e in after if e.get("ev") == "speaker_off"]
-                if on and off and off[-1]["t_ns"] > on[-1]["t_ns"]:
+                # the reply after the last request played out, and 1.5 s of quiet after it
+                if on and off and off[-1]["t_ns"] > on[-1]["t_ns"] and time.monotonic_ns() > off[-1]["t_ns"] + 1.5e9:
                     reason = "last reply played"
                     break
-                if time.monotonic_ns() > last_end_ns + 12e9:
+                if not on and time.monotonic_ns() > last_end_ns + 12e9:
                     reason = "no reply after the last request"
                     break
             time.sleep(0.2)  # polling a log file another process writes
@@ -453,6 +455,8 @@ def fmt(x: float) -> str:
 
 
 def main(argv=None) -> int:
+    # SIGTERM ends the run through the finally blocks (children stopped, not orphaned)
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--linnet", default=os.path.join(ROOT, ".build/debug/linnet"))
     ap.add_argument("--variants", default="default")

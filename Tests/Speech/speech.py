@@ -200,21 +200,58 @@ def synth(text: str, role: str) -> np.ndarray:
     return np.clip(np.round(y * gain), -32768, 32767).astype(np.int16)
 
 
-def word_ends(text: str, role: str) -> list[float]:
-    """Seconds from the start of synth(text) at which each word ends, from prefixes
-    synthesized alone ("w1", "w1 w2", …): the active length of each. A prefix ends
-    with sentence-final lengthening the full sentence does not have there, so these
-    run a little late; judges count a word as played once its middle was."""
+def prefix_ends(text: str, role: str) -> list[float]:
+    """Seconds at which each word ends, from prefixes synthesized alone ("w1", "w1 w2",
+    …): the active length of each. A prefix ends with a sentence-final lengthening the
+    full sentence does not have there, so these run late (0.1–0.3 s measured)."""
     words = text.split()
     ends = []
     for j in range(1, len(words) + 1):
         y = speak_raw(" ".join(words[:j]), role)
         ends.append(max(0.0, (len(y) - RATE * 30 // 1000) / RATE))
-    # keep them monotonic and within the whole sentence
-    full = ends[-1]
+    return ends
+
+
+def word_ends(text: str, role: str, audio: Optional[np.ndarray] = None) -> list[float]:
+    """Seconds from the start of `audio` (synth(text, role) when not given) at which
+    each word ends: a forced alignment of the audio to the text (pocketsphinx,
+    set_align_text). Where the aligner skips a word (it may, on espeak's voice), that
+    word's end comes from prefix_ends, kept between its aligned neighbours."""
+    from pocketsphinx import Decoder
+    if audio is None:
+        audio = synth(text, role)
+    words = text.split()
+    tmp = tempfile.mkdtemp(prefix="linnet-align-")
+    try:
+        dic = os.path.join(tmp, "words.dict")
+        write_dict([text], dic)
+        dec = Decoder(hmm=os.path.join(model_dir(), "en-us"), dict=dic, samprate=ASR_RATE, loglevel="FATAL")
+        y = resample(audio, RATE, ASR_RATE)
+        dec.set_align_text(text)
+        dec.start_utt()
+        dec.process_raw(np.clip(np.round(y), -32768, 32767).astype("<i2").tobytes(), full_utt=True)
+        dec.end_utt()
+        segs = [(sg.word.split("(")[0], (sg.end_frame + 1) / 100.0) for sg in dec.seg()]
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    aligned: list[Optional[float]] = []
+    k = 0
+    for w, e in segs:
+        if k < len(words) and w == words[k]:
+            aligned.append(e)
+            k += 1
+    aligned += [None] * (len(words) - len(aligned))
+    if any(a is None for a in aligned):
+        pre = prefix_ends(text, role)
+        total = len(audio) / RATE
+        for i, a in enumerate(aligned):
+            if a is None:
+                lo = max([x for x in aligned[:i] if x is not None] or [0.0])
+                hi = min([x for x in aligned[i + 1:] if x is not None] or [total])
+                aligned[i] = min(max(pre[i], lo), hi)
     out, last = [], 0.0
-    for e in ends:
-        last = min(max(last, e), full)
+    for a in aligned:
+        last = max(last, a)
         out.append(last)
     return out
 
