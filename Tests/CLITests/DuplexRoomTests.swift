@@ -138,6 +138,16 @@ import Glibc
         #expect((chopped["wer"] as? Double ?? 0) >= 0.20)
     }
 
+    /// The stand-in's Realtime logic offline (Tests/Interop/standin_check.py): its VAD,
+    /// interrupt_response, output_audio_buffer.clear and conversation.item.truncate
+    /// (accepted within the audio sent, refused beyond it or for an unknown item).
+    @Test func standinJudgesTruncation() throws {
+        guard let interop = InteropPeer.require() else { return }
+        let r = try DuplexRoomTests.tool(interop, [DuplexRoomTests.root + "/Tests/Interop/standin_check.py"])
+        #expect(r.status == 0, "\(r.out)\n\(r.err)")
+        #expect(r.out.contains("standin_check: passed"))
+    }
+
     /// A short whole call (run_duplex.py --ci: no-echo room, no loss, three requests
     /// each 300 ms after a reply): it connects, audio goes both ways, the recogniser
     /// understands most of what the provider received and what the speaker played.
