@@ -359,6 +359,7 @@ typedef struct room {
 	FILE *events_f;
 	wav_out w_spk, w_mic, w_echo, w_talk;
 	int64_t sim_ns;       /* time spent computing the room (convolution, mic) */
+	int64_t worker_cpu_ns; /* the worker thread's CPU time (logging, file writes) */
 	int64_t sim_samples;
 	int64_t last_header_ns;
 } room_t;
@@ -864,6 +865,9 @@ static void *worker_main(void *arg)
 		int stop = r->stop;
 		pthread_mutex_unlock(&r->lock);
 		log_pass(r, buf, evbuf);
+		struct timespec cpu;
+		clock_gettime(CLOCK_THREAD_CPUTIME_ID, &cpu);
+		r->worker_cpu_ns = (int64_t)cpu.tv_sec * 1000000000LL + cpu.tv_nsec;
 		if (stop)
 			break;
 		next.tv_nsec += 20000000;
@@ -921,8 +925,8 @@ static void room_free(room_t *r)
 	}
 	if (r->events_f) {
 		double secs = r->sim_samples / (double)r->p.rate;
-		fprintf(r->events_f, "{\"t_ns\":%lld,\"ev\":\"room_close\",\"simulated_seconds\":%.3f,\"sim_cpu_ms\":%.3f,\"sim_load_percent\":%.4f,\"events_dropped\":%lld}\n",
-			(long long)mono_ns(), secs, r->sim_ns / 1e6, secs > 0 ? r->sim_ns / 1e7 / secs : 0.0, (long long)r->ev_dropped);
+		fprintf(r->events_f, "{\"t_ns\":%lld,\"ev\":\"room_close\",\"simulated_seconds\":%.3f,\"sim_cpu_ms\":%.3f,\"sim_load_percent\":%.4f,\"worker_cpu_ms\":%.3f,\"events_dropped\":%lld}\n",
+			(long long)mono_ns(), secs, r->sim_ns / 1e6, secs > 0 ? r->sim_ns / 1e7 / secs : 0.0, r->worker_cpu_ns / 1e6, (long long)r->ev_dropped);
 		fclose(r->events_f);
 	}
 	wav_close(&r->w_spk);
@@ -965,8 +969,8 @@ __attribute__((destructor)) static void rooms_at_exit(void)
 		r->worker_started = 0;
 		if (r->events_f) {
 			double secs = r->sim_samples / (double)r->p.rate;
-			fprintf(r->events_f, "{\"t_ns\":%lld,\"ev\":\"room_close\",\"at_exit\":true,\"simulated_seconds\":%.3f,\"sim_cpu_ms\":%.3f,\"sim_load_percent\":%.4f,\"events_dropped\":%lld}\n",
-				(long long)mono_ns(), secs, r->sim_ns / 1e6, secs > 0 ? r->sim_ns / 1e7 / secs : 0.0, (long long)r->ev_dropped);
+			fprintf(r->events_f, "{\"t_ns\":%lld,\"ev\":\"room_close\",\"at_exit\":true,\"simulated_seconds\":%.3f,\"sim_cpu_ms\":%.3f,\"sim_load_percent\":%.4f,\"worker_cpu_ms\":%.3f,\"events_dropped\":%lld}\n",
+				(long long)mono_ns(), secs, r->sim_ns / 1e6, secs > 0 ? r->sim_ns / 1e7 / secs : 0.0, r->worker_cpu_ns / 1e6, (long long)r->ev_dropped);
 			fflush(r->events_f);
 		}
 		wav_header(&r->w_spk);

@@ -436,6 +436,9 @@ def judge(cell_dir: str, meta: dict, n: int, recs: dict) -> dict:
         "vad_interruptions": len(st.get("interruptions", [])),
         "client_events": sorted({e["type"] for e in st.get("client_events", []) if e.get("type")}),
         "sim_load_percent": next((e.get("sim_load_percent") for e in ev if e.get("ev") == "room_close"), None),
+        "worker_cpu_percent": next((round(e["worker_cpu_ms"] / 10 / e["simulated_seconds"], 3) for e in ev
+                                    if e.get("ev") == "room_close" and e.get("worker_cpu_ms") is not None
+                                    and e.get("simulated_seconds")), None),
     }
     return {"up_wer": up_wer, "up_errors": up_err, "up_words": up_n, "down_wer": down_wer,
             "down_errors": down_err, "down_words": down_n, "requests": requests, "downlink": downlink,
@@ -520,16 +523,17 @@ def print_tables(results: dict) -> None:
     b = results["baseline"]
     print(f"\nclean baseline (recogniser on the source WAVs): uplink WER {fmt(b['up_wer'])}, downlink WER {fmt(b['down_wer'])}")
     print(f"\n{'variant':9s} {'room':8s} {'loss':>4s} {'up WER':>7s} {'down WER':>8s} {'said':>4s} {'replies':>7s} "
-          f"{'barge':>5s} {'silent ms (median)':>18s} {'cut':>3s} {'trunc':>5s} {'echo/talk dB':>12s} {'underruns':>9s}")
+          f"{'barge':>5s} {'silent ms (median)':>18s} {'cut':>3s} {'trunc':>5s} {'echo/talk dB':>12s} {'underruns':>9s} {'room CPU %':>10s}")
     for c in results["cells"]:
         s = c["stats"]
         silent = [b["speaker_silent_ms"] for b in c["barge_ins"]]
         med = f"{np.median(silent):.0f}" if silent else "-"
         cut = sum(1 for b in c["barge_ins"] if b["reply_cut"])
         etd = "-" if s["echo_vs_talker_db"] is None else f"{s['echo_vs_talker_db']:+.1f}"
+        cpu = "-" if s.get("sim_load_percent") is None else f"{s['sim_load_percent'] + (s.get('worker_cpu_percent') or 0):.2f}"
         print(f"{c['variant']:9s} {c['room']:8s} {c['loss']:4g} {fmt(c['up_wer']):>7s} {fmt(c['down_wer']):>8s} "
               f"{s['requests_said']:4d} {s['replies_started']:7d} {len(c['barge_ins']):5d} {med:>18s} {cut:3d} "
-              f"{len(c['truncations']):5d} {etd:>12s} {s['underruns']:9d}")
+              f"{len(c['truncations']):5d} {etd:>12s} {s['underruns']:9d} {cpu:>10s}")
     print("\nbarge-ins (user's voice at the microphone → speaker silent, ms):")
     for c in results["cells"]:
         parts = [f"req{b['k']}→reply{b['reply']}: {b['speaker_silent_ms']:.0f}{' cut' if b['reply_cut'] else ''}"
