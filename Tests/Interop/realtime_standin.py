@@ -71,6 +71,22 @@ def read_wav48(path: str) -> np.ndarray:
         return np.frombuffer(w.readframes(w.getnframes()), dtype="<i2").copy()
 
 
+class StereoPacedTrack(peer.PacedTrack):
+    """peer.PacedTrack with each mono frame sent as stereo (L = R). aiortc encodes Opus
+    in stereo, and its resampler upmixes a mono frame at −3 dB a channel (FFmpeg's
+    centre mix level): the replies would reach the speaker 3 dB below their level."""
+
+    async def recv(self):
+        frame = await super().recv()
+        mono = frame.to_ndarray().reshape(-1)
+        stereo = np.repeat(mono, 2).reshape(1, -1)
+        out = peer.AudioFrame.from_ndarray(stereo.astype(np.int16), format="s16", layout="stereo")
+        out.sample_rate = frame.sample_rate
+        out.pts = frame.pts
+        out.time_base = frame.time_base
+        return out
+
+
 class Reply:
     """One assistant message being (or having been) voiced."""
 
@@ -621,6 +637,7 @@ def main(argv=None) -> int:
     # peer.py builds its sessions and scripts by these names: ours stand in for them.
     peer.Session = StandinSession
     peer.OpenAIScript = StandinScript
+    peer.PacedTrack = StereoPacedTrack
     return asyncio.run(StandinServer(args, standin).run())
 
 

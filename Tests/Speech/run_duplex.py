@@ -399,6 +399,9 @@ def judge(cell_dir: str, meta: dict, n: int, recs: dict) -> dict:
                          "cut": played < total_loud - 0.1, "end_reason": r.get("end_reason"),
                          "ref": " ".join(ref), "hyp": " ".join(hyp), "onset": sgm["onset"], "last": sgm["last"]})
     down_wer, down_err, down_n = speech.wer(down_pairs) if down_pairs else (float("nan"), 0, 0)
+    # how much of the replies was heard at all: WER on two words of each says little
+    words_total = sum(len(meta["assistant"][d["reply"]]["text"].split()) for d in downlink)
+    words_played = sum(len(d["ref"].split()) for d in downlink)
 
     # barge-ins: a request whose voice starts while a reply is audible
     barge = []
@@ -441,7 +444,8 @@ def judge(cell_dir: str, meta: dict, n: int, recs: dict) -> dict:
                                     and e.get("simulated_seconds")), None),
     }
     return {"up_wer": up_wer, "up_errors": up_err, "up_words": up_n, "down_wer": down_wer,
-            "down_errors": down_err, "down_words": down_n, "requests": requests, "downlink": downlink,
+            "down_errors": down_err, "down_words": down_n, "reply_words_played": words_played,
+            "reply_words_total": words_total, "requests": requests, "downlink": downlink,
             "barge_ins": barge, "truncations": truncs, "stats": stats}
 
 
@@ -522,7 +526,7 @@ def main(argv=None) -> int:
 def print_tables(results: dict) -> None:
     b = results["baseline"]
     print(f"\nclean baseline (recogniser on the source WAVs): uplink WER {fmt(b['up_wer'])}, downlink WER {fmt(b['down_wer'])}")
-    print(f"\n{'variant':9s} {'room':8s} {'loss':>4s} {'up WER':>7s} {'down WER':>8s} {'said':>4s} {'replies':>7s} "
+    print(f"\n{'variant':9s} {'room':8s} {'loss':>4s} {'up WER':>7s} {'down WER':>8s} {'heard':>7s} {'said':>4s} {'replies':>7s} "
           f"{'barge':>5s} {'silent ms (median)':>18s} {'cut':>3s} {'trunc':>5s} {'echo/talk dB':>12s} {'underruns':>9s} {'room CPU %':>10s}")
     for c in results["cells"]:
         s = c["stats"]
@@ -531,7 +535,8 @@ def print_tables(results: dict) -> None:
         cut = sum(1 for b in c["barge_ins"] if b["reply_cut"])
         etd = "-" if s["echo_vs_talker_db"] is None else f"{s['echo_vs_talker_db']:+.1f}"
         cpu = "-" if s.get("sim_load_percent") is None else f"{s['sim_load_percent'] + (s.get('worker_cpu_percent') or 0):.2f}"
-        print(f"{c['variant']:9s} {c['room']:8s} {c['loss']:4g} {fmt(c['up_wer']):>7s} {fmt(c['down_wer']):>8s} "
+        heard = f"{c['reply_words_played']}/{c['reply_words_total']}"
+        print(f"{c['variant']:9s} {c['room']:8s} {c['loss']:4g} {fmt(c['up_wer']):>7s} {fmt(c['down_wer']):>8s} {heard:>7s} "
               f"{s['requests_said']:4d} {s['replies_started']:7d} {len(c['barge_ins']):5d} {med:>18s} {cut:3d} "
               f"{len(c['truncations']):5d} {etd:>12s} {s['underruns']:9d} {cpu:>10s}")
     print("\nbarge-ins (user's voice at the microphone → speaker silent, ms):")
