@@ -95,6 +95,14 @@ import Glibc
         for kind in ["\"ev\":\"start\"", "\"ev\":\"underrun\"", "\"ev\":\"drop\"", "\"ev\":\"room_close\""] {
             #expect(events.contains(kind), "events.jsonl has no \(kind)")
         }
+        // A microphone clock 200 ppm fast: the capture never asks for a sample the room
+        // has not computed yet (no mic_starved), and the clicks still arrive on time.
+        let drift = try DuplexRoomTests.home("drift", plugin: plugin, params: "echo_delay_ms 37.5 rt60 0.05 echo_gain_db -6 noise_dbfs \"-inf\" drift_ppm 200")
+        defer { try? FileManager.default.removeItem(atPath: drift) }
+        let fast = try DuplexRoomTests.tool(check, ["roomspk", "roommic", "37.5", "3"], environment: ["HOME": drift])
+        #expect(fast.status == 0, "roomcheck with drift: \(fast.out) \(fast.err)")
+        let driftEvents = (try? String(contentsOfFile: drift + "/logs/events.jsonl", encoding: .utf8)) ?? ""
+        #expect(!driftEvents.contains("mic_starved"))
     }
 
     /// `linnet audio` with the canceller, through the room's speaker and microphone: the

@@ -608,9 +608,9 @@ static void mic_compute(room_t *r, int64_t from, int64_t to)
 				echo = r->echo[m & RMASK];
 			} else {
 				/* the microphone samples at its own clock: the echo at a fractional
-				 * speaker position (one sample later, so it is always computed),
-				 * linearly interpolated */
-				long double x = (long double)m * ratio - 1;
+				 * speaker position, two samples later (42 µs more path: then it is
+				 * always already computed, see room_advance), linearly interpolated */
+				long double x = (long double)m * ratio - 2;
 				int64_t i = (int64_t)floorl(x);
 				double fr = (double)(x - i);
 				if (i < 0) echo = 0;
@@ -662,10 +662,13 @@ static void room_advance(room_t *r, int64_t now)
 	/* 3. the microphone, with the talker's utterances started by their rules */
 	int64_t m_now = mic_index_at(r, now);
 	if (r->p.drift_ppm != 0) {
-		/* only as far as the interpolated echo is known */
-		long double lim = ((long double)r->echo_done - 1) * r->rate_mic / r->rate_spk;
-		if ((int64_t)lim < m_now)
-			m_now = (int64_t)lim;
+		/* only as far as the interpolated echo is known: m < (echo_done + 1)·Rm/Rs
+		 * keeps floor(m·Rs/Rm − 2) + 1 < echo_done; and since echo_done is
+		 * floor((now − t0)·Rs), every m the capture can ask for (< (now − t0)·Rm)
+		 * is below that bound */
+		int64_t lim = (int64_t)ceill(((long double)r->echo_done + 1) * r->rate_mic / r->rate_spk);
+		if (lim < m_now)
+			m_now = lim;
 	}
 	while (r->mic_done < m_now) {
 		int64_t upto = m_now;
