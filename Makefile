@@ -29,10 +29,11 @@ build: deps
 	swift build -Xswiftc -warnings-as-errors
 
 ## test: the whole test suite, full Swift, warnings as errors; the interop tests run
-## against the aiortc peer in build/interop-venv (made by Tests/Interop/setup.sh)
+## against the aiortc peer in build/interop-venv (made by Tests/Interop/setup.sh), the
+## duplex judges (issue 33) with the speech venv build/speech-venv (Tests/Speech/setup.sh)
 test: deps
 	swift build --build-tests -Xswiftc -warnings-as-errors
-	AIORTC_PYTHON="$$(Tests/Interop/setup.sh | tail -n 1)" swift test --skip-build
+	AIORTC_PYTHON="$$(Tests/Interop/setup.sh | tail -n 1)" SPEECH_PYTHON="$$(Tests/Speech/setup.sh | tail -n 1)" swift test --skip-build
 
 ## demo: a whole call on this machine (built-in answerer, test voice, loopback UDP)
 demo: build
