@@ -316,11 +316,6 @@ public final class AgentCore {
     var nextStats: Instant?
     var stateSince = Instant.zero
     public private(set) var reconnects = 0
-    /// Unix seconds minus the monotonic clock's, from the last HTTP exchange (the
-    /// runtime reads the real-time clock there).
-    var wallOffset: Int64?
-    /// Unix seconds now, as far as the core knows.
-    var wallClock: Int64? { wallOffset.map { $0 + now.nanoseconds / 1_000_000_000 } }
     /// What the status file names as the reason nothing works (`insufficient_quota`).
     public private(set) var problem: String?
     public private(set) var lastConnectMilliseconds: Int64?
@@ -417,7 +412,6 @@ public final class AgentCore {
 
     public func httpResponse(_ request: RequestID, _ response: HTTPResponse, wallClock: Int64, now: Instant) {
         self.now = now
-        wallOffset = wallClock - now.nanoseconds / 1_000_000_000
         guard let (session, purpose) = requests.removeValue(forKey: request), let s = sessions[session] else { return }
         s.httpResponse(purpose, response, wallClock: wallClock)
         driveSupervisor()
@@ -884,10 +878,7 @@ public final class AgentCore {
             log(.debug, e.description)
         case .expires(let at):
             log(.debug, e.description)
-            // Plan the rollover from the session's own end, where the clock is known.
-            if let id = activeID, let wall = wallClock {
-                supervisor.sessionExpires(id, at: now + .seconds(at - wall), now: now)
-            }
+            sessionExpires(at: at)
         }
         let entry = e.eventLogEntry
         record(entry.type, entry.fields)
@@ -901,6 +892,26 @@ public final class AgentCore {
         // The file is rewritten now: otherwise a kiosk UI would see the line only at
         // the next state change or stats tick (stats-seconds is 0 by default).
         writeStatus()
+    }
+
+    /// `session.expires_at` (the provider's Unix seconds), placed on the monotonic clock
+    /// through the provider's own clock (its HTTP `Date`, `providerClockOffset`): never
+    /// the device's wall clock, which may be off by an hour. The supervisor keeps the
+    /// earlier of it and the configured limit, and a floor under a session's life; a
+    /// value in the past or absurdly far off says the provider's clock or data is wrong,
+    /// and is set aside.
+    func sessionExpires(at: Int64) {
+        guard let id = activeID, let s = sessions[id] else { return }
+        guard let offset = s.providerClockOffset else {
+            log(.debug, "the provider's session end is set aside: it sent no Date to read its clock by (the configured limit holds)")
+            return
+        }
+        let remaining = at &- (offset &+ now.nanoseconds / 1_000_000_000)
+        guard remaining > 0, remaining < 86_400 * 7 else {
+            log(.warning, "the provider says its session ends \(remaining) s from now by its own clock: set aside (the configured \(Int(settings.policy.maximumSessionAge.milliseconds / 1000)) s limit holds)")
+            return
+        }
+        supervisor.sessionExpires(id, at: now + .seconds(remaining), now: now)
     }
 
     // MARK: - Outputs

@@ -63,7 +63,14 @@ final class SessionMachine {
     var restartRequest: RequestID?
     var closeRequest: RequestID?
     /// When the ephemeral key expires (Unix seconds), when the token URL said.
-    var keyExpiresAt: Int64?
+    /// When the ephemeral key expires, on the monotonic clock (nil: unknown; the
+    /// hangup is then tried with it, and a refusal costs nothing).
+    var keyExpiresAt: Instant?
+    /// The provider's clock: its HTTP `Date` (Unix seconds) minus the monotonic clock's
+    /// seconds when the answer came (nil: it sent none). `session.expires_at` is the
+    /// provider's time; the device's own clock may be an hour off (an RTC kept in local
+    /// time, no NTP yet), so it is never used to place it.
+    var providerClockOffset: Int64?
     var closing: Bool { phase == .closing || phase == .closed }
 
     init(id: Int, core: AgentCore, peerSeed: UInt64) {
@@ -238,7 +245,11 @@ final class SessionMachine {
             switch RouteClient.ephemeralKeyDetails(r, tokenURL: tokenURL, now: wallClock, redact: redacted) {
             case .success(let (key, expires)):
                 bearer = BearerCredential(token: key, for: calls)
-                keyExpiresAt = expires
+                // Its lifetime in the answering server's own clock (its Date), counted
+                // from now on ours.
+                if let expires, let date = r.headers["Date"].flatMap({ HTTPDate.parse($0) }) {
+                    keyExpiresAt = core.now + .seconds(max(0, expires - date))
+                }
                 sendOffer()
             case .failure(let f):
                 fail(f)
@@ -246,6 +257,9 @@ final class SessionMachine {
         case .offer(let left):
             pending = nil
             guard !closing, let request = offerInFlight else { return }
+            if let date = r.headers["Date"].flatMap({ HTTPDate.parse($0) }) {
+                providerClockOffset = date - core.now.nanoseconds / 1_000_000_000
+            }
             switch RouteClient.offerOutcome(route, r, url: request.url, now: wallClock, redact: redacted) {
             case .redirect(let next):
                 guard left > 0 else {
@@ -533,7 +547,7 @@ final class SessionMachine {
         restartRequest = nil
         let request: HTTPRequest?
         if isOpenAI {
-            let expired = keyExpiresAt.map { e in core.wallClock.map { $0 >= e } ?? false } ?? false
+            let expired = keyExpiresAt.map { core.now >= $0 } ?? false
             request = RouteClient.openAIHangup(answer: answer, key: bearer, keyExpired: expired,
                                                hangupURL: core.settings.hangupURL, device: core.deviceCredential)
             if request == nil, expired, answer?.resource != nil {

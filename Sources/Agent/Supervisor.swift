@@ -97,6 +97,12 @@ public struct SupervisorPolicy: Sendable, Equatable {
 
     public init() {}
 
+    /// The least a session lives before a rollover replaces it, whatever the provider
+    /// says its limit is: a `session.expires_at` in the past, a device clock an hour
+    /// fast, or a provider that lies must not start a new (billed) session every few
+    /// seconds. A minute, or the configured rollover point when that is sooner (tests).
+    public var minimumSessionAge: Duration { min(Duration.seconds(60), maximumSessionAge - rolloverMargin) }
+
     /// How long before the limit the next session is started (a tenth of it, at most
     /// five minutes).
     public var rolloverMargin: Duration { min(Duration.seconds(300), maximumSessionAge / 10) }
@@ -232,7 +238,7 @@ public final class Supervisor {
         primary = c
         emit(.switchAudio(to: c.id))
         if let old { emit(.closeSession(id: old.id)) }
-        rolloverAt = (c.limit ?? now + policy.maximumSessionAge) - policy.rolloverMargin
+        rolloverAt = plannedRollover(c, limit: c.limit ?? now + policy.maximumSessionAge, now: now)
         set(.connected, nil)
     }
 
@@ -243,17 +249,27 @@ public final class Supervisor {
         if !on { switchIfReady(now: now) }
     }
 
-    /// The provider says when session `id` ends (OpenAI's `session.expires_at`): the
-    /// rollover is planned from that rather than from `maximumSessionAge`.
+    /// The provider says when session `id` ends (OpenAI's `session.expires_at`, on the
+    /// monotonic clock): the rollover is planned from the earlier of that and
+    /// `maximumSessionAge`, and never sooner than `minimumSessionAge` after the session
+    /// connected.
     public func sessionExpires(_ id: Int, at limit: Instant, now: Instant) {
         if primary?.id == id, var p = primary {
-            p.limit = limit
+            let l = min(limit, p.limit ?? limit)
+            p.limit = l
             primary = p
-            if candidate == nil || candidateReason != .rollover { rolloverAt = max(now, limit - policy.rolloverMargin) }
+            if candidate == nil || candidateReason != .rollover { rolloverAt = plannedRollover(p, limit: l, now: now) }
         } else if candidate?.id == id, var c = candidate {
-            c.limit = limit
+            c.limit = min(limit, c.limit ?? limit)
             candidate = c
         }
+    }
+
+    /// When the rollover of `s` starts: a margin before its limit, but not before it
+    /// has lived `minimumSessionAge`.
+    func plannedRollover(_ s: Slot, limit: Instant, now: Instant) -> Instant {
+        let floor = (s.connectedAt ?? s.startedAt) + policy.minimumSessionAge
+        return max(now, limit - policy.rolloverMargin, floor)
     }
 
     /// A rollover candidate that waited is switched to, if it is quiet (or time is up).

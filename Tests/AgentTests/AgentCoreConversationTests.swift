@@ -330,4 +330,54 @@ import Signaling
         let lead = started.at - told
         #expect(lead >= .seconds(25 * 60 - 1) && lead <= .seconds(25 * 60), "\(lead)")
     }
+
+    /// A world whose provider says `session.expires_at` = `expires(now)` (the provider's
+    /// Unix seconds) in every session's `session.created`, and whose device clock is
+    /// `skew` seconds off; runs `minutes` of simulated time and gives the sessions
+    /// started.
+    func storm(skew: Int64 = 0, minutes: Int64, _ expires: @escaping (Int64) -> Int64) throws -> (ProviderWorld, [String]) {
+        var o = ProviderWorld.Options()
+        o.route = .openai
+        o.uplinkEvery = nil
+        o.keepHistory = true
+        o.deviceClockOffset = skew
+        let w = try ProviderWorld(o)
+        w.provider.onMessage = { s, text in
+            var out = WorldProvider.realtimeScript(s, text)
+            if text.contains("\"session.update\""), !s.messages.contains(where: { $0.contains("session.created") }) {
+                out.insert(#"{"type":"session.created","session":{"type":"realtime","expires_at":\#(expires(w.wallClock))}}"#, at: 0)
+            }
+            return out
+        }
+        w.startCore()
+        w.run(for: .seconds(minutes * 60))
+        return (w, w.sessionsStarted.map(\.reason))
+    }
+
+    /// `expires_at` in the past, in year 9999, at Int64.max: each would have started a
+    /// session every few seconds (37–38 in 20 s); the value is set aside, said once per
+    /// session, and the configured limit holds: one session in 10 minutes.
+    @Test(arguments: [Int64(-100), 253_402_300_799, Int64.max])
+    func absurdExpiriesStartNoStorm(_ value: Int64) throws {
+        let (w, sessions) = try storm(minutes: 10) { now in value < 0 ? now + value : value }
+        #expect(sessions == ["initial"], "\(sessions)")
+        #expect(w.logs.contains { $0.text.contains("by its own clock: set aside") })
+    }
+
+    /// A device clock one hour fast (an RTC kept in local time) made every session look
+    /// expired: 224 sessions in 11 s. The provider's own clock (its `Date`) places
+    /// `expires_at`: the rollover comes 25 minutes in, as with a right clock; one an
+    /// hour slow no longer lets the provider's limit pass the configured one.
+    @Test(arguments: [Int64(3_600), -3_600])
+    func aSkewedDeviceClockDoesNotMoveTheRollover(_ skew: Int64) throws {
+        let (_, sessions) = try storm(skew: skew, minutes: 28) { now in now + 30 * 60 }
+        #expect(sessions == ["initial", "rollover"], "\(sessions)")
+    }
+
+    /// A provider that says every session ends 10 s from now: a rollover no sooner than
+    /// a minute into each session, not one every few seconds.
+    @Test func rolloversHaveAFloor() throws {
+        let (_, sessions) = try storm(minutes: 5) { now in now + 10 }
+        #expect(sessions.count >= 3 && sessions.count <= 6, "\(sessions.count) sessions in 5 minutes: \(sessions)")
+    }
 }

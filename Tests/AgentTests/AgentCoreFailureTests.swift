@@ -279,6 +279,28 @@ func imfFixdate(_ unix: Int64) -> String {
 @Suite struct AgentCoreHangupTests {
     /// The token URL says the key expires 60 s after it was made: a call ended after
     /// that sends no hangup with it (it would be refused), and says why.
+    /// The key's expiry is judged by the token server's clock (its `Date`), not the
+    /// device's: with the device clock an hour fast, a key valid for ten minutes still
+    /// hangs up the call it made.
+    @Test func aFastDeviceClockStillHangsUp() throws {
+        var o = ProviderWorld.Options()
+        o.route = .openai
+        o.deviceClockOffset = 3_600
+        let w = try ProviderWorld(o)
+        w.provider.reply = { r in
+            guard r.kind == .token else { return .normal }
+            let body: JSONValue = ["value": .string(w.provider.ephemeralKey), "expires_at": JSONValue(Int(w.wallClock + 600))]
+            return .respond(HTTPResponse(status: 200, headers: HTTPHeaders([("Content-Type", "application/json")]), body: body.serialized()))
+        }
+        w.provider.onMessage = WorldProvider.realtimeScript
+        w.startCore()
+        try #require(w.run(within: .seconds(5)) { w.core.state == .connected } != nil)
+        w.run(for: .seconds(30))
+        w.stop()
+        try #require(w.run(within: .seconds(5)) { w.exited != nil } != nil)
+        #expect(w.requestsSent.contains { $0.request.url.target.hasSuffix("/hangup") })
+    }
+
     @Test func noHangupWithAnExpiredKey() throws {
         var o = ProviderWorld.Options()
         o.route = .openai

@@ -51,6 +51,9 @@ final class ProviderWorld {
         /// on loopback with relay.py.
         var deviceNAT = true
         /// Anything else of the settings (after the runtime's defaults are applied).
+        /// How far the device's wall clock is off the true time (seconds): an RTC kept in
+        /// local time, a board with no NTP yet.
+        var deviceClockOffset: Int64 = 0
         var configure: (inout AgentSettings) -> Void = { _ in }
         init() {}
     }
@@ -469,7 +472,9 @@ final class ProviderWorld {
         switch x.leg {
         case .toProvider:
             switch provider.handle(x) {
-            case .some(.respond(let r, let extra)):
+            case .some(.respond(var r, let extra)):
+                // As real servers do (RFC 9110 §6.6.1), by the provider's true clock.
+                if r.headers["Date"] == nil { r.headers.add("Date", imfFixdate(wallClock)) }
                 x.leg = .toDevice(.success(r))
                 x.at = now + x.rtt / 2 + extra
             case .some(.fail(let f)):
@@ -485,7 +490,7 @@ final class ProviderWorld {
             exchanges[x.id] = nil
             onHTTPResult?(x, result)
             switch result {
-            case .success(let r): core.httpResponse(x.id, r, wallClock: wallClock, now: now)
+            case .success(let r): core.httpResponse(x.id, r, wallClock: wallClock + options.deviceClockOffset, now: now)
             case .failure(let f): core.httpFailed(x.id, f, now: now)
             }
             drive()
