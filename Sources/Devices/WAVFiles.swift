@@ -5,8 +5,11 @@ import Platform
 
 /// Why a file could not be used as a capture source or playback sink.
 public enum FileError: Error, Equatable, Sendable, CustomStringConvertible {
-    /// The system refused (missing file, permission, disk full…).
+    /// The system refused to open it (missing file, permission, a planted link…).
     case system(path: String, SystemError)
+    /// Writing failed once it was open (a full disk, `/dev/full`, `EFBIG`): what was
+    /// to be recorded is incomplete (EX_IOERR, 74), not a configuration to fix.
+    case write(path: String, SystemError)
     /// The file is not a WAV Linnet can read.
     case wav(path: String, WAVError)
     /// The file holds more samples than Linnet will load into memory.
@@ -19,6 +22,7 @@ public enum FileError: Error, Equatable, Sendable, CustomStringConvertible {
         switch self {
         case .unreadable(let e): return e.description
         case .system(let path, let e): return "'\(path)': \(writeOpenReason(e))"
+        case .write(let path, let e): return "'\(path)': cannot write: \(SystemError.message(e.code))"
         case .wav(let path, let e): return "'\(path)': \(e.description)"
         case .tooLarge(let path, let bytes): return "'\(path)': \(bytes / 1_048_576) MiB of samples is more than the 256 MiB Linnet loads"
         }
@@ -138,7 +142,7 @@ public final class WAVWriter {
         let e = csystem_errno()
         closeDescriptor(fd)
         fd = -1
-        if r != 44 { throw .system(path: path, SystemError("pwrite", code: e)) }
+        if r != 44 { throw .write(path: path, SystemError("pwrite", code: e)) }
     }
 
     private func write(bytes: [UInt8]) throws(FileError) {
@@ -150,7 +154,7 @@ public final class WAVWriter {
         guard fd >= 0 else { throw .system(path: path, SystemError("write", code: EBADF)) }
         if let (error, written) = writeFully(fd: fd, raw) {
             dataBytes += written
-            let f = FileError.system(path: path, error)
+            let f = FileError.write(path: path, error)
             failure = f
             throw f
         }

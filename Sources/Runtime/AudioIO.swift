@@ -145,7 +145,12 @@ public final class AudioIO {
                 throw CLIFailure(e.isMissing ? .unavailable : .dataError, "\(what): \(e)")
             case .playback(let e):
                 if case .pipeline = e { throw CLIFailure(.config, "playback: \(e)") }
-                if config.output != nil { throw CLIFailure(.config, "--output \(e)") }
+                if config.output != nil {
+                    // Opened, then the header could not be written (/dev/full, a full
+                    // disk): the recording failed, not the configuration.
+                    if case .file(.write) = e { throw CLIFailure(.ioError, "--output \(e)") }
+                    throw CLIFailure(.config, "--output \(e)")
+                }
                 throw CLIFailure(e.isMissing ? .unavailable : .config, "playback device '\(config.playback)': \(e)")
             }
         }
@@ -241,7 +246,10 @@ public final class AudioIO {
     }
 
     static func reasonText(_ e: FileError) -> String {
-        if case .system(_, let s) = e { return SystemError.message(s.code) }
+        switch e {
+        case .system(_, let s), .write(_, let s): return SystemError.message(s.code)
+        default: break
+        }
         return e.description
     }
 

@@ -144,7 +144,7 @@ extension SettingsTable {
                "the label of the data channel the provider's events ride on") { $0.eventsChannel = $1 },
         .optional("send", .path(), .session, .agent, "text lines to send on the events channel once it is open") { $0.send = $1 },
 
-        .value("seconds", .whole(0...Int(Int32.max), "a whole number ≥ 0"), .running, [.agent, .demo, .audio, .answer],
+        .value("seconds", .whole(0...Int(Int32.max), "a whole number of seconds from 0 to 2147483647"), .running, [.agent, .demo, .audio, .answer],
                default: "0", also: [.demo: "5", .audio: "5"],
                "stop cleanly after N seconds (run: of being connected; 0: until stopped)") { $0.seconds = $1 },
         .value("max-attempts", .whole(0...1_000_000, "a whole number ≥ 0 (0: retry forever)"), .running, .agent, default: "0",

@@ -98,6 +98,7 @@ enum AudioCommand {
         }
         let writer: WAVWriter
         do throws(FileError) { writer = try WAVWriter(path: output, sampleRate: hooks.rate.hertz, channels: 1) } catch {
+            if case .write = error { throw CLIFailure(.ioError, error.description) }
             throw CLIFailure(.config, error.description)
         }
         let media = try Self.media(hooks)
@@ -419,6 +420,7 @@ final class SentRecorder {
             throw CLIFailure(.software, "--sent: \(error)")
         }
         do throws(FileError) { writer = try WAVWriter(path: path, sampleRate: rate.hertz, channels: 1) } catch {
+            if case .write = error { throw CLIFailure(.ioError, "--sent \(error.description)") }
             throw CLIFailure(.config, "--sent \(error.description)")
         }
         // The longest Opus packet is 120 ms (RFC 6716 §3.2.1).

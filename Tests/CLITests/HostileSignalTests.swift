@@ -92,6 +92,21 @@ import Wire
     /// SIGXFSZ killed Linnet (a full disk: silently short). Now: said once (path,
     /// strerror), the call goes on to its end, the header matches what was written, and
     /// the exit status is 74 (EX_IOERR: the recording is incomplete).
+    /// An output that opens but takes nothing (`/dev/full`): the recording failed, which
+    /// is EX_IOERR (74) as for a disk that fills mid-call, not a configuration (78).
+    @Test func outputToDevFullExits74() throws {
+        let input = temporary("devfull-in.wav")
+        defer { unlink(input) }
+        try WAVFile.write(input, rate: 48_000, channels: 1, bits: 16, samples: [Int32](repeating: 0, count: 4_800))
+        for args in [["audio", "--input", input, "--output", "/dev/full"],
+                     ["run", "--whip", "http://127.0.0.1:9/whip", "--input", input, "--output", "/dev/full", "--max-attempts", "1",
+                      "--status-file", temporary("devfull-status.json")]] {
+            let r = try runBounded(args, limit: 30, name: "devfull")
+            #expect(r.status == 74, "\(args[0]): exit \(r.status), \(r.err)")
+            #expect(r.err.contains("'/dev/full': cannot write: No space left on device"), "\(r.err)")
+        }
+    }
+
     @Test func outputThatFillsUpIsReportedAndExits74() throws {
         let output = temporary("limited-demo.wav")
         defer { unlink(output) }
