@@ -79,6 +79,7 @@ bench: size release
 	@bench/network.sh build/host/linnet
 	@bench/call-instructions.sh build/host/linnet
 	@bench/turn.sh build/host/linnet
+	@bench/flood.py build/host/linnet
 
 clean:
 	rm -rf .build build

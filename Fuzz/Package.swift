@@ -34,6 +34,7 @@ let targets: [(name: String, deps: [Target.Dependency])] = [
     ("fuzz_config", ["FuzzSupport"]),
     ("fuzz_turn_client", ["FuzzSupport"]),
     ("fuzz_turn_framing", ["FuzzSupport"]),
+    ("fuzz_stream_budget", ["FuzzSupport"]),
 ]
 
 let package = Package(

@@ -143,3 +143,48 @@ public struct RFC4571Framer: Sendable {
     /// Bytes waiting for the rest of their frame.
     public var pending: Int { buffer.count }
 }
+
+/// What one read of a stream socket gave.
+public enum StreamRead: Sendable, Equatable {
+    /// This many bytes, now in the caller's buffer.
+    case bytes(Int)
+    /// Nothing more for now (EAGAIN).
+    case wouldBlock
+    /// The peer closed its side (a read of 0).
+    case closed
+    /// The read failed; the words say why.
+    case failed(String)
+}
+
+/// Why a turn of reading ended.
+public enum StreamTurnEnd: Sendable, Equatable {
+    /// The socket has nothing more for now.
+    case drained
+    /// The turn's budget is spent with data perhaps still waiting: the loop calls again
+    /// at its next turn, after its timers and other descriptors (level-triggered poll).
+    case budgetSpent
+    case closed
+    case failed(String)
+    /// The consumer ended the path (it found the stream out of step, or closed it).
+    case stopped
+}
+
+/// One turn of reading a stream socket (TURN over TCP/TLS, ICE-TCP): `read` until the
+/// socket would block, the peer closes, or `budget` bytes have been read, handing each
+/// read to `consume` (false: stop). A peer that keeps the socket full (empty RFC 4571
+/// frames, empty ChannelData, without end) costs a turn at most `budget` bytes plus one
+/// read, never the loop: the reason for a budget at all (Platform's `ReadBudget`).
+public func readStreamTurn(budget: Int, read: () -> StreamRead, consume: (Int) -> Bool) -> StreamTurnEnd {
+    var left = budget
+    while left > 0 {
+        switch read() {
+        case .bytes(let n):
+            left -= max(n, 1)
+            if !consume(n) { return .stopped }
+        case .wouldBlock: return .drained
+        case .closed: return .closed
+        case .failed(let why): return .failed(why)
+        }
+    }
+    return .budgetSpent
+}

@@ -63,22 +63,28 @@ final class ICETCPPath {
     }
 
     private func receive() {
-        // At most a budget of bytes per turn (ReadBudget): a peer that keeps the socket
-        // full (tiny or empty RFC 4571 frames without end) is read at the next turn.
-        var budget = ReadBudget.streamBytes
-        while !closed, budget > 0, let socket {
-            let got: Int?
+        // At most a budget of bytes per turn (ReadBudget, readStreamTurn): a peer that
+        // keeps the socket full (tiny or empty RFC 4571 frames without end) is read at
+        // the next turn.
+        guard let socket else { return }
+        let end = readStreamTurn(budget: ReadBudget.streamBytes, read: { () -> StreamRead in
             do throws(SystemError) {
-                got = try receiveBuffer.withMutableBytes { (raw: UnsafeMutableRawBufferPointer) throws(SystemError) in try socket.receive(into: raw) }
+                let got = try receiveBuffer.withMutableBytes { (raw: UnsafeMutableRawBufferPointer) throws(SystemError) in try socket.receive(into: raw) }
+                guard let n = got else { return .wouldBlock }
+                return n == 0 ? .closed : .bytes(n)
             } catch {
-                return fail(error.description)
+                return .failed(error.description)
             }
-            guard let n = got else { return }
-            if n == 0 { return fail("the peer closed the connection") }
-            budget -= n
+        }, consume: { n in
             for var packet in framer.feed(Array(receiveBuffer[0..<n])) where !closed {
                 packet.withUnsafeMutableBytes { onPacket(remote, base, $0) }
             }
+            return !closed
+        })
+        switch end {
+        case .closed: fail("the peer closed the connection")
+        case .failed(let why): fail(why)
+        case .drained, .budgetSpent, .stopped: break
         }
     }
 

@@ -242,29 +242,33 @@ final class RelayPath {
     }
 
     private func receiveStream() {
-        // At most a budget of bytes per turn (ReadBudget): a server that keeps the
-        // socket full (empty ChannelData without end) is read at the next turn, after
-        // the audio, the timers and the signals.
-        var budget = ReadBudget.streamBytes
-        while !closed, budget > 0, let tcp {
-            let got: Int?
+        // At most a budget of bytes per turn (ReadBudget, readStreamTurn): a server that
+        // keeps the socket full (empty ChannelData without end) is read at the next
+        // turn, after the audio, the timers and the signals.
+        guard let tcp else { return }
+        let end = readStreamTurn(budget: ReadBudget.streamBytes, read: { () -> StreamRead in
             do throws(SystemError) {
-                got = try receiveBuffer.withMutableBytes { (raw: UnsafeMutableRawBufferPointer) throws(SystemError) in try tcp.receive(into: raw) }
+                let got = try receiveBuffer.withMutableBytes { (raw: UnsafeMutableRawBufferPointer) throws(SystemError) in try tcp.receive(into: raw) }
+                guard let n = got else { return .wouldBlock }
+                return n == 0 ? .closed : .bytes(n)
             } catch {
-                return lost(error.description)
+                return .failed(error.description)
             }
-            guard let n = got else { return }
-            if n == 0 {
-                if let tls { tls.handleEndOfStream(now: loop.now); pumpTLS() }
-                return lost("the server closed the connection")
-            }
-            budget -= n
+        }, consume: { n in
             if let tls {
                 tls.handleInput(Array(receiveBuffer[0..<n]), now: loop.now)
                 pumpTLS()
             } else {
                 deliverStream(Array(receiveBuffer[0..<n]))
             }
+            return !closed
+        })
+        switch end {
+        case .closed:
+            if let tls { tls.handleEndOfStream(now: loop.now); pumpTLS() }
+            lost("the server closed the connection")
+        case .failed(let why): lost(why)
+        case .drained, .budgetSpent, .stopped: break
         }
     }
 
