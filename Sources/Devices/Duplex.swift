@@ -221,11 +221,13 @@ public final class DuplexAudio {
         topUp()
     }
 
-    /// Stops watching the eventfds (the threads go on until `stop`).
+    /// Stops watching the eventfds (the threads go on until `stop`), and lets go of
+    /// the downlink closure (it holds its owner, which holds this pipeline).
     public func detach() {
         if let loop { for s in sources { loop.unwatch(s) } }
         sources = []
         loop = nil
+        downlink = { _ in 0 }
     }
 
     /// Samples to queue to bring the playback ring to its target.

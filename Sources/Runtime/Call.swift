@@ -50,7 +50,8 @@ public final class Call {
         } catch {
             throw .peer(error)
         }
-        timer = DeadlineTimer(loop: loop) { [self] in
+        // Unowned: the timer is the call's own (a strong capture is a cycle).
+        timer = DeadlineTimer(loop: loop) { [unowned self] in
             self.peer.handleTimeout(now: self.loop.now)
             self.pump()
         }
@@ -154,19 +155,21 @@ extension Call {
             loop.schedule(after: .zero, then)
             return
         }
-        var done = false
+        // `then` (which may hold this call) is kept until it runs, then let go: the
+        // wrapped handler stays as the call's, and must not hold a cycle after it.
+        var pending: (() -> Void)? = then
         let previous = onEvent
         let timer = loop.schedule(after: timeout) {
-            guard !done else { return }
-            done = true
-            then()
+            guard let run = pending else { return }
+            pending = nil
+            run()
         }
-        onEvent = { e in
+        onEvent = { [unowned self] e in
             previous(e)
-            if case .gatheringComplete = e, !done {
-                done = true
+            if case .gatheringComplete = e, let run = pending {
+                pending = nil
                 self.loop.cancel(timer)
-                self.loop.schedule(after: .zero, then)
+                self.loop.schedule(after: .zero, run)
             }
         }
     }

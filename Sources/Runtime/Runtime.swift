@@ -72,7 +72,10 @@ public final class Runtime {
         self.core = core
         self.parts = parts
         self.audio = audio
-        timer = DeadlineTimer(loop: loop) { [self] in
+        // Unowned in the closures the runtime's own parts keep (its timer, the audio
+        // side's callbacks, its relay paths): they never outlive it, and a strong
+        // capture would be a reference cycle that outlives the command.
+        timer = DeadlineTimer(loop: loop) { [unowned self] in
             guard !self.stopped else { return }
             self.feedAudioCounters()
             self.core.handleTimeout(now: self.loop.now)
@@ -141,7 +144,7 @@ public final class Runtime {
     public func start() throws(CLIFailure) {
         let voice = core.settings.localBargeIn != nil ? audio.voice : nil
         let canceller = core.settings.micHold == .whileEchoAudible ? audio.canceller : nil
-        audio.onFrame = { frame in
+        audio.onFrame = { [unowned self] frame in
             self.feedAudioCounters()
             let d = self.audio.downlinkHeard()
             self.core.downlink(heard: d.heard, spurtStart: d.spurtStart)
@@ -152,12 +155,12 @@ public final class Runtime {
             frame.withUnsafeBufferPointer { self.core.uplink($0, now: self.loop.now) }
             self.drive()
         }
-        audio.onSkip = { frames in
+        audio.onSkip = { [unowned self] frames in
             self.core.skipUplink(samples: UInt32(truncatingIfNeeded: min(frames, 1 << 20) * Int(self.audio.frameClock.rtpTicks)), now: self.loop.now)
             self.drive()
         }
         // Playout is pulled by the speaker's clock (Devices' DuplexAudio), not a timer.
-        audio.onPlayout = { out in
+        audio.onPlayout = { [unowned self] out in
             guard let m = self.activeMedia else { return (0, 0) }
             let before = m.streamSamples
             let n = m.playout(now: self.loop.now, into: out)
@@ -248,7 +251,7 @@ public final class Runtime {
                 }
                 core.peer(of: id)?.recycle(bytes)
             case .http(let id, let request, let timeout):
-                calls[id] = parts.http.send(request, timeout: timeout) { result in
+                calls[id] = parts.http.send(request, timeout: timeout) { [unowned self] result in
                     self.calls[id] = nil
                     switch result {
                     case .success(let r): self.core.httpResponse(id, r, wallClock: RealtimeClock.unixSeconds(), now: self.loop.now)
@@ -349,19 +352,19 @@ public final class Runtime {
             if configured { server.realm = pinnedRealms[server.url.description] }
             let path = RelayPath(loop: loop, server: server, address: r.address, tls: tls, seed: seed)
             let name = "\(r.server) (\(r.address))"
-            path.onAllocated = { path, relayed, mapped in
+            path.onAllocated = { [unowned self] path, relayed, mapped in
                 if configured, let realm = path.client.realm { self.pinnedRealms[server.url.description] = realm }
                 let after = path.allocatedAfter?.milliseconds ?? 0
                 self.core.relayAllocated(session: id, relayed: relayed, mapped: mapped, server: r.address.ip,
                                          via: "\(name) over \(r.server.transport) in \(after) ms", now: self.loop.now)
                 self.drive()
             }
-            path.onFailed = { failure in
+            path.onFailed = { [unowned self] failure in
                 self.core.relayFailed(session: id, server: name, reason: failure.description,
                                       configuration: failure.isConfiguration, now: self.loop.now)
                 self.drive()
             }
-            path.onData = { relayed, from, packet in
+            path.onData = { [unowned self] relayed, from, packet in
                 self.core.handleDatagram(session: id, packet, from: from, local: relayed, now: self.loop.now)
                 self.drive()
             }
@@ -378,7 +381,7 @@ public final class Runtime {
         if let p = tcpPaths[id]?[to], !p.closed { return p }
         guard (tcpPaths[id]?.count ?? 0) < 8 || tcpPaths[id]?[to] != nil else { return nil }
         let path = ICETCPPath(loop: loop, remote: to, base: from)
-        path.onPacket = { remote, local, packet in
+        path.onPacket = { [unowned self] remote, local, packet in
             self.core.handleDatagram(session: id, packet, from: remote, local: local, now: self.loop.now)
             self.drive()
         }
@@ -425,6 +428,19 @@ public final class Runtime {
             Log.warning("status file: \(error); not writing it any more")
             statusPath = nil
         }
+    }
+
+    /// Lets go of everything the runtime's callbacks captured (the audio side's
+    /// closures hold the runtime, which holds the audio side): called once the loop has
+    /// stopped, so a command leaves no reference cycle behind.
+    public func dispose() {
+        audio.onFrame = { _ in }
+        audio.onSkip = { _ in }
+        audio.onPlayout = { _ in (0, 0) }
+        onStopped = { _ in }
+        lights?.state = { (.idle, 0) }
+        core.makeMedia = { _ in nil }
+        watchdog = nil
     }
 
     func finish(_ status: ExitStatus) {

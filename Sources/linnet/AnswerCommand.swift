@@ -33,6 +33,7 @@ enum AnswerCommand {
             } catch {
                 throw CLIFailure(.software, error.description)
             }
+            defer { loop.close() }
             let crypto: CryptoRandom
             do throws(DTLSError) { crypto = try CryptoRandom() } catch { throw CLIFailure(.software, error.description) }
             let answerer = try Answerer(loop: loop, listen: listen, mode: mode, crypto: crypto)

@@ -203,6 +203,8 @@ enum AudioCommand {
         let input: CaptureInput = config.input.map { .file($0, paced: true, loop: config.loopInput) } ?? .device(config.capture, request)
         _ = SignalSourceHolder.shared
         let loop = try wrap { () throws(SystemError) in try EventLoop() }
+        // Its handlers hold the loop itself (a stop at --seconds): let go at the end.
+        defer { loop.close() }
         var playRequest = PCMRequest()
         playRequest.acceptedRates = [hooks.rate.hertz, 48_000, 24_000, 16_000]
         playRequest.paced = config.pace

@@ -143,6 +143,7 @@ enum CheckCommand {
     static func checkRelays(_ servers: [TURNServer], config: Config, line: (String, Result<String, CLIFailure>) -> Void) {
         let loop: EventLoop
         do throws(SystemError) { loop = try EventLoop() } catch { return line("turn", .failure(CLIFailure(.software, error.description))) }
+        defer { loop.close() }
         let client: HTTPClient
         do throws(HTTPClientError) { client = try HTTPClient(loop: loop, caFile: config.caFile, pins: []) } catch {
             return line("turn", .failure(CLIFailure(.config, error.description)))
@@ -198,6 +199,7 @@ enum CheckCommand {
     static func reach(_ url: HTTPURL, config: Config, token: String?) -> Result<String, CLIFailure> {
         let loop: EventLoop
         do throws(SystemError) { loop = try EventLoop() } catch { return .failure(CLIFailure(.software, error.description)) }
+        defer { loop.close() }
         let client: HTTPClient
         do throws(HTTPClientError) { client = try HTTPClient(loop: loop, caFile: config.caFile, pins: config.pins) } catch {
             return .failure(CLIFailure(.config, error.description))

@@ -102,6 +102,10 @@ enum DemoCommand {
             try runner.start()
             try wrap { () throws(SystemError) in try loop.run() }
             answerer.closeAll()
+            defer {
+                runner.dispose()
+                loop.close()
+            }
             status = audio.finalStatus(status)
             let t = core.totals
             let both = t.sent > 0 && t.received > 0 && t.decoded > 0

@@ -116,6 +116,8 @@ enum RunCommand {
         // are all finished before exit.
         let signals = try wrap { () throws(SystemError) in try SignalSource([SIGINT, SIGTERM, SIGHUP, SIGUSR1]) }
         let loop = try wrap { () throws(SystemError) in try EventLoop() }
+        // Handlers hold the runtime, which holds the loop: let go of them at the end.
+        defer { loop.close() }
         let stun = ICEServers.stun(config).flatMap { resolveSTUN($0, loop: loop) }
         let turn = try ICEServers.turnServers(config)
         let relays = ICEServers.resolve(turn, loop: loop) { Log.warning($0) }
@@ -188,6 +190,7 @@ enum RunCommand {
         Log.info("linnet \(linnetVersion): \(route.name) at \(describe(route)); turn detection \(config.effectiveTurnDetection.rawValue)")
         try runner.start()
         try wrap { () throws(SystemError) in try loop.run() }
+        runner.dispose()
         terminal?.restore()
         exit = audio.finalStatus(exit)
         return exit

@@ -4,7 +4,17 @@ import Foundation
 /// Runs the built `linnet` executable (the full-Swift one beside the test bundle) as a
 /// user would, and checks its output and exit status against CLI.md.
 struct Linnet {
+    /// Under `scripts/sanitize.sh address`, the options the spawned `linnet` processes run
+    /// with (`SANITIZER_CHILD_ASAN_OPTIONS`: leak checking on), put in this process's
+    /// environment once, before the first spawn, so every child inherits them. This
+    /// process's own ASan read its options at start and keeps them (leak checking off:
+    /// a test process leaks fixtures by design; the product is what is checked).
+    static let childSanitizerOptions: Void = {
+        if let o = ProcessInfo.processInfo.environment["SANITIZER_CHILD_ASAN_OPTIONS"] { setenv("ASAN_OPTIONS", o, 1) }
+    }()
+
     static var executable: URL {
+        _ = childSanitizerOptions
         var dir = URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent()
         while !FileManager.default.fileExists(atPath: dir.appendingPathComponent("linnet").path), dir.path != "/" {
             dir = dir.deletingLastPathComponent()
