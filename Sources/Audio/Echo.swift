@@ -548,8 +548,11 @@ public final class SpeexPreprocessor: AudioHook, @unchecked Sendable {
     public let noiseSuppressDB: Int
     public let echoSuppressDB: Int
     let state: OpaquePointer
-    /// Kept alive for the preprocessor, which reads its state.
-    private let canceller: EchoCanceller?
+    /// The canceller this preprocessor runs inside (which keeps it, `post`). Unowned: a
+    /// strong reference back would make the two a cycle that outlives them; the
+    /// canceller is the only caller of `run` behind it, so it is alive whenever this
+    /// reads it. (unsafe: no reference counting on the audio thread.)
+    private unowned(unsafe) let canceller: EchoCanceller?
     private let frameSamples: Int
     private let active = Atomic<Bool>(false)
     private let probability = Atomic<Int>(0)

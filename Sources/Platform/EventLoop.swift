@@ -144,11 +144,18 @@ public final class EventLoop {
     /// loop) is released. Called when a command is done with its loop, so nothing it
     /// made outlives it in a reference cycle (LeakSanitizer checks it in CI).
     public func close() {
-        sources.removeAll()
-        timers.removeAll()
+        // Taken out first, released after: a handler's captures may `unwatch` or
+        // `cancel` from their deinit while they go, which must find the loop's own
+        // arrays free (and, by then, empty).
+        var oldSources: [Source] = []
+        var oldTimers: [Timer] = []
+        swap(&oldSources, &sources)
+        swap(&oldTimers, &timers)
         pollScratch.removeAll()
         idScratch.removeAll()
         dueScratch.removeAll()
+        oldSources.removeAll()
+        oldTimers.removeAll()
     }
 
     /// Turns until `stop()` is called.

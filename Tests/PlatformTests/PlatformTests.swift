@@ -257,3 +257,41 @@ import Wire
         #expect(!(LogLevel.debug <= LogLevel.info))
     }
 }
+
+/// `EventLoop.close()` lets go of every handler, and what a handler held may unwatch or
+/// cancel from its deinit as it goes (an exclusivity trap before: the loop's array was
+/// being emptied while the deinit changed it).
+@Suite struct EventLoopCloseTests {
+    final class Owner {
+        let loop: EventLoop
+        var source: EventLoop.SourceID?
+        var timer: EventLoop.TimerID?
+        let freed: UnsafeMutablePointer<Int>
+        init(loop: EventLoop, fd: Int32, freed: UnsafeMutablePointer<Int>) {
+            self.loop = loop
+            self.freed = freed
+            // The handlers hold the owner, which holds the loop: a cycle close() breaks.
+            source = loop.watch(fd: fd) { _ in _ = self }
+            timer = loop.schedule(after: .seconds(3600)) { _ = self }
+        }
+        deinit {
+            if let source { loop.unwatch(source) }
+            if let timer { loop.cancel(timer) }
+            freed.pointee += 1
+        }
+    }
+
+    @Test func closeReleasesHandlersWhoseCapturesUnwatchInTheirDeinit() throws {
+        let loop = try EventLoop()
+        let fd = try EventFD()
+        let freed = UnsafeMutablePointer<Int>.allocate(capacity: 1)
+        freed.initialize(to: 0)
+        defer { freed.deallocate() }
+        for _ in 0..<3 { _ = Owner(loop: loop, fd: fd.fd, freed: freed) }
+        #expect(freed.pointee == 0, "held by the loop's handlers")
+        #expect(loop.pendingTimers == 3)
+        loop.close()
+        #expect(freed.pointee == 3)
+        #expect(loop.pendingTimers == 0)
+    }
+}
