@@ -51,4 +51,12 @@ static inline void csystem_ignore_signal(int sig) { signal(sig, SIG_IGN); }
 /* POSIX declares environ only to applications that declare it themselves. */
 extern char **environ;
 static inline char **csystem_environ(void) { return environ; }
+/* The soft RLIMIT_RTPRIO (the highest SCHED_FIFO priority this process may ask for
+   without CAP_SYS_NICE); -1 when unlimited. */
+static inline int csystem_rtprio_limit(void) {
+    struct rlimit r;
+    if (getrlimit(RLIMIT_RTPRIO, &r) != 0) return 0;
+    if (r.rlim_cur == RLIM_INFINITY) return -1;
+    return r.rlim_cur > 99 ? 99 : (int)r.rlim_cur;
+}
 #endif

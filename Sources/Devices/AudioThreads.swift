@@ -106,6 +106,17 @@ public enum RealTime {
         init(_ body: @escaping () -> Void) { self.body = body }
     }
 
+    /// The SCHED_FIFO priority the audio threads ask for: `wanted`, or the process's
+    /// RLIMIT_RTPRIO when that is lower (systemd's `LimitRTPRIO=`, PAM's `rtprio`): a
+    /// thread that asks for more than the limit gets no real-time scheduling at all
+    /// (EPERM), whereas one at the limit is granted it. Root (CAP_SYS_NICE) may exceed
+    /// the limit: with a limit of 0 it asks for `wanted`, and the kernel decides.
+    public static func priority(wanted: Int32 = 60) -> Int32 {
+        let limit = csystem_rtprio_limit()
+        if limit < 0 || limit == 0 { return wanted }
+        return min(wanted, Int32(limit))
+    }
+
     /// Starts a thread running `body`, with SCHED_FIFO at `priority` when permitted.
     /// Returns the thread and whether it got real-time scheduling.
     static func spawn(priority: Int32, _ body: @escaping () -> Void) throws(SystemError) -> (pthread_t, Bool) {
@@ -195,7 +206,7 @@ final class ThreadControl {
         guard thread == nil else { return }
         running.store(true, ordering: .releasing)
         do throws(SystemError) {
-            let (t, rt) = try RealTime.spawn(priority: 60, body)
+            let (t, rt) = try RealTime.spawn(priority: RealTime.priority(), body)
             thread = t
             realtime = rt
         } catch {
