@@ -56,6 +56,8 @@ install -d "$root/DEBIAN" "$root/usr/bin" "$root/lib/systemd/system" "$root/etc/
 "$strip" -o "$root/usr/bin/linnet" "$bin"
 chmod 0755 "$root/usr/bin/linnet"
 install -m 0644 "$top/systemd/linnet.service" "$root/lib/systemd/system/linnet.service"
+install -d "$root/lib/udev/rules.d"
+install -m 0644 "$top/systemd/60-linnet.rules" "$root/lib/udev/rules.d/60-linnet.rules"
 install -m 0644 "$top/board/usb/linnet.conf" "$root/etc/linnet/linnet.conf"
 install -m 0644 "$top/README.md" "$root/usr/share/doc/linnet/README.md"
 install -m 0644 "$top/scripts/deb/copyright" "$root/usr/share/doc/linnet/copyright"
@@ -119,6 +121,12 @@ if [ "$1" = configure ]; then
     for g in audio gpio spi; do
         if getent group "$g" >/dev/null; then adduser linnet "$g" >/dev/null 2>&1 || true; fi
     done
+    # The GPIO chips and SPI devices already there take the groups' rules now, not at
+    # the next boot (60-linnet.rules).
+    if command -v udevadm >/dev/null && [ -d /run/udev ]; then
+        udevadm control --reload-rules >/dev/null 2>&1 || true
+        udevadm trigger --action=add --subsystem-match=gpio --subsystem-match=spidev >/dev/null 2>&1 || true
+    fi
     chmod 0755 /etc/linnet
     if [ -d /run/systemd/system ]; then
         systemctl daemon-reload || true

@@ -62,6 +62,7 @@ dpkg -i "$deb1" >/dev/null
 check "installed version $base" test "$(dpkg-query -W -f='${Version}' linnet)" = "$base"
 check "/usr/bin/linnet executable" test -x /usr/bin/linnet
 check "unit in /lib/systemd/system" test -f /lib/systemd/system/linnet.service
+check "udev rule for the gpio and spi groups" sh -c 'grep -q "SUBSYSTEM==\"gpio\", KERNEL==\"gpiochip\[0-9\]\*\", GROUP=\"gpio\", MODE=\"0660\"" /lib/udev/rules.d/60-linnet.rules' 
 check "/etc/linnet/linnet.conf" test -f /etc/linnet/linnet.conf
 check "board profiles in /usr/share/linnet/board" test -f /usr/share/linnet/board/respeaker-2mic/linnet.conf
 check "linnet.conf is a conffile" sh -c "dpkg-query -W -f='\${Conffiles}' linnet | grep -q ' /etc/linnet/linnet.conf '"

@@ -165,6 +165,9 @@ public struct AgentSettings: Sendable {
     /// OpenAI: the backend's route that hangs up a call (`hangup-url`, POST
     /// `{"call_id"}` with the device's token); nil: the ephemeral key's hangup.
     public var hangupURL: HTTPURL?
+    /// A fault of the device that persists (a configured button that cannot be used):
+    /// the status file's `problem` while no other is to be shown.
+    public var deviceProblem: String? = nil
     /// How far in a TURN server the provider names may be (`learned-ice-servers`).
     public var learnedServerReach = LearnedServerReach.auto
     /// The configured TURN servers: their credentials are never given to another.
@@ -630,7 +633,7 @@ public final class AgentCore {
         AgentStatus(state: supervisor.state, sinceSeconds: Double((now - stateSince).milliseconds) / 1000, muted: muted,
                     turnDetection: settings.turnDetectionName, reconnects: reconnects, session: activeID,
                     rttMilliseconds: activeSession?.peer?.stats.roundTripTime.map { Double($0.microseconds) / 1000 },
-                    lastUser: lastUserText, lastAssistant: lastAssistantText, problem: problem)
+                    lastUser: lastUserText, lastAssistant: lastAssistantText, problem: problem ?? settings.deviceProblem)
     }
 
     /// The stats line's fields (state, audio counters, the active call's figures).

@@ -64,7 +64,7 @@ public enum GPIOError: Error, Equatable, Sendable, CustomStringConvertible {
             let who = consumer.isEmpty ? "another program or a kernel driver" : "'\(consumer)'"
             return "GPIO line \(l) is in use by \(who) (check dtoverlay lines in config.txt and other GPIO programs)"
         case .permission(let p):
-            return "no permission to open \(p): add the user to the 'gpio' group (the linnet package does) or run the service"
+            return "no permission to open \(p) (as uid \(geteuid())): the chips must be in the 'gpio' group with mode 0660 (the linnet package's /lib/udev/rules.d/60-linnet.rules; 'udevadm trigger' applies it at once) and the user in that group (the package puts linnet there)"
         case .system(let l, let e):
             return "GPIO line \(l): \(e)"
         case .spi(let p, let e):
@@ -279,17 +279,18 @@ public func resolveLine(_ id: GPIOLine, chips: [GPIOChipEntry]) throws(GPIOError
     guard !chips.isEmpty else { throw .noChips }
     switch id {
     case .name(let wanted):
-        var denied: String? = nil
+        var denied: [String] = []
         for chip in chips {
-            if chip.openError == EACCES || chip.openError == EPERM { denied = denied ?? "/dev/" + chip.name }
+            if chip.openError == EACCES || chip.openError == EPERM { denied.append("/dev/" + chip.name) }
             // Line and chip names are the kernel's bytes (libgpiod matches them with
             // strcmp): compared as bytes here and below.
             if let offset = chip.lines.firstIndex(where: { $0.bytesEqual(wanted) }) {
                 return ResolvedLine(chip: chip.name, offset: offset, display: "\(wanted) (\(chip.name):\(offset))")
             }
         }
-        // Not found and some chip could not be read: the line may be on it.
-        if let denied { throw .permission(path: denied) }
+        // Not found and some chips could not be read: the line may be on any of them,
+        // so all are named (not only the first, which may not be the one).
+        if !denied.isEmpty { throw .permission(path: joined(denied, ", ")) }
         var named: [String] = []
         for chip in chips { for n in chip.lines where !n.isEmpty && !named.containsBytes(equalTo: n) { named.append(n) } }
         throw .lineNotFound(wanted, named: named)

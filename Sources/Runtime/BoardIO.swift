@@ -13,30 +13,31 @@ public final class ButtonInput {
     let button: GPIOButton
     var source: EventLoop.SourceID?
     var timer: EventLoop.TimerID?
-    let onEvent: (ButtonEvent) -> Void
+    /// Where the button's events go (set once the runtime that takes them exists).
+    public var onEvent: (ButtonEvent) -> Void = { _ in }
 
     /// Opens the configured button; nil when none is configured, or when it cannot be
     /// opened and `ptt-required` is off (logged: the agent carries on without it).
-    public static func open(config: Config, loop: EventLoop, onEvent: @escaping (ButtonEvent) -> Void) throws(CLIFailure) -> ButtonInput? {
-        guard let line = config.ptt, config.pttMode != .open else { return nil }
+    /// The configured button (`input`, nil when none is configured or it cannot be
+    /// used), or why it cannot be (`problem`). With `ptt-required` that is an error.
+    public static func open(config: Config, loop: EventLoop) throws(CLIFailure) -> (input: ButtonInput?, problem: String?) {
+        guard let line = config.ptt, config.pttMode != .open else { return (nil, nil) }
         let mode = config.pttMode
         let longPress: Duration? = config.pttLongPressMS == 0 ? nil : .milliseconds(Int64(config.pttLongPressMS))
         do throws(GPIOError) {
             let b = try GPIOButton.open(line: line, mode: mode, debounce: .milliseconds(Int64(config.pttDebounceMS)),
                                         longPress: longPress, now: loop.now)
             Log.info("push-to-talk button on \(b.name) (\(mode.rawValue)\(b.pullUp ? ", pull-up" : ""))")
-            return ButtonInput(loop: loop, button: b, onEvent: onEvent)
+            return (ButtonInput(loop: loop, button: b), nil)
         } catch {
             if config.pttRequired { throw CLIFailure(.unavailable, "push-to-talk button: \(error)") }
-            Log.warning("push-to-talk button: \(error); carrying on without it (ptt-required = true makes this an error)")
-            return nil
+            return (nil, "push-to-talk button \(line): \(error)")
         }
     }
 
-    init(loop: EventLoop, button: GPIOButton, onEvent: @escaping (ButtonEvent) -> Void) {
+    init(loop: EventLoop, button: GPIOButton) {
         self.loop = loop
         self.button = button
-        self.onEvent = onEvent
         source = loop.watch(fd: button.fd) { _ in
             do throws(GPIOError) {
                 self.deliver(try self.button.readEvents(now: self.loop.now))

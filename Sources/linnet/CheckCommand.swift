@@ -98,21 +98,18 @@ enum CheckCommand {
             }
         }
         if let ptt = config.ptt, config.pttMode != .open {
-            let chips = GPIOChips.list()
-            let found: Bool
-            // Line, chip names and labels are the kernel's byte strings: compared as bytes.
-            switch ptt {
-            case .name(let n): found = chips.contains { $0.lines.containsBytes(equalTo: n) }
-            case .chip(let chip, let offset): found = chips.contains { ($0.name.bytesEqual(chip) || $0.label.bytesEqual(chip)) && offset < $0.lines.count }
-            }
-            let there = chips.isEmpty ? "no GPIO chips here" : "chips: " + chips.map { "\($0.name) (\($0.label), \($0.lines.count) lines)" }.joined(separator: ", ")
-            // As run: a missing button stops it only with ptt-required (BoardIO.swift).
-            if found {
-                line("ptt", .success("line \(ptt) exists"))
-            } else if config.pttRequired {
-                line("ptt", .failure(CLIFailure(.unavailable, "line \(ptt) not found; \(there) (ptt-required: run stops here)")))
-            } else {
-                warning("ptt", "line \(ptt) not found; \(there) — run carries on without the button (ptt-required = true makes this an error)")
+            // As run opens it (BoardIO.swift): the line requested and let go, so a chip
+            // this user may not open, a line in use or one that is not there shows here.
+            do throws(GPIOError) {
+                let b = try GPIOButton.open(line: ptt, mode: config.pttMode, debounce: .milliseconds(Int64(config.pttDebounceMS)),
+                                            longPress: nil, now: MonotonicClock.now())
+                line("ptt", .success("\(b.name) can be used (\(config.pttMode.rawValue))"))
+            } catch {
+                if config.pttRequired {
+                    line("ptt", .failure(CLIFailure(.unavailable, "\(ptt): \(error) (ptt-required: run stops here)")))
+                } else {
+                    warning("ptt", "\(ptt): \(error) — run falls back to voice mode, the microphone open (ptt-required = true makes this an error)")
+                }
             }
         }
         if let s = config.stun {

@@ -98,7 +98,7 @@ enum RunCommand {
     }
 
     static func execute(_ args: [String]) throws(CLIFailure) -> ExitStatus {
-        let (config, configPath) = try loadConfig(.run, args, requireRoute: true)
+        var (config, configPath) = try loadConfig(.run, args, requireRoute: true)
         Log.level = config.logLevel
         if let configPath { Log.info("config: \(configPath)") }
         let route = try route(config)
@@ -118,6 +118,21 @@ enum RunCommand {
         let loop = try wrap { () throws(SystemError) in try EventLoop() }
         // Handlers hold the runtime, which holds the loop: let go of them at the end.
         defer { loop.close() }
+        // The button first: what it can do decides the mode. A configured button that
+        // cannot be used (no permission, no such line, a HAT not mounted) must not leave
+        // the device muted for good: without `ptt-required` the call runs in voice mode
+        // (the microphone open, the provider detecting speech), and says so loudly — in
+        // the log, the status file and `check`. (Refusing to run would leave a kiosk
+        // silent and restarting; with `ptt-required = true` it does.)
+        let (button, buttonProblem) = try ButtonInput.open(config: config, loop: loop)
+        if let buttonProblem {
+            if config.turnDetection == nil {
+                config.ptt = nil
+                Log.error("\(buttonProblem): running in voice mode instead (the microphone is open; the provider detects speech). ptt-required = true refuses to run instead")
+            } else {
+                Log.error("\(buttonProblem): carrying on with turn-detection \(config.turnDetection!.rawValue) (the space bar or SIGUSR1 still talk)")
+            }
+        }
         let stun = ICEServers.stun(config).flatMap { resolveSTUN($0, loop: loop) }
         let turn = try ICEServers.turnServers(config)
         let relays = ICEServers.resolve(turn, loop: loop) { Log.warning($0) }
@@ -157,6 +172,7 @@ enum RunCommand {
         var settings = Runtime.settings(config: config, route: route, token: token, stun: stun, sendOnOpen: sendOnOpen)
         settings.relayOnly = config.iceTransportPolicy == .relay
         settings.configuredRelays = relays.map { $0.server }
+        settings.deviceProblem = buttonProblem
         let core = AgentCore(settings: settings, identity: identity, crypto: crypto, seed: try randomSeed(crypto))
         let media = MediaSettings(rate: config.rate, frameMilliseconds: audio.frameClock.milliseconds, bitrate: Int32(config.bitrate),
                                   complexity: Int32(config.complexity), fec: config.fec, dtx: config.dtx)
@@ -179,7 +195,8 @@ enum RunCommand {
                 }
             }
         }
-        runner.button = try ButtonInput.open(config: config, loop: loop) { e in runner.button(e) }
+        button?.onEvent = { e in runner.button(e) }
+        runner.button = button
         runner.lights = Lights.open(config: config, loop: loop)
         let terminal = TerminalKeys(loop: loop) { key in
             if key == UInt8(ascii: " ") { runner.toggle() }

@@ -346,17 +346,25 @@ func isState(_ line: String, _ state: String) -> Bool {
     }
 
     /// This machine has no GPIO chip: a required button is a clear error (69) naming what
-    /// is missing, an optional one a warning and the agent goes on (here to its first
-    /// attempt, which max-attempts ends).
+    /// is missing; an optional one is an error in the log and the status file, and the
+    /// agent goes on in voice mode, the microphone open, never muted for good (here to
+    /// its first attempt, which max-attempts ends).
     @Test func missingButton() throws {
         let required = try Linnet.run(["run", "--whip", "http://127.0.0.1:9/whip", "--ptt", "GPIO17", "--ptt-required",
                                        "--capture", "none", "--playback", "none"])
         #expect(required.status == 69, "\(required.err)")
         #expect(required.err.contains("push-to-talk button") && required.err.contains("GPIO"), "\(required.err)")
+        let status = temporary("missing-button-status.json")
+        defer { unlink(status) }
         let optional = try Linnet.run(["run", "--whip", "http://127.0.0.1:9/whip", "--ptt", "GPIO17", "--max-attempts", "1",
-                                       "--capture", "none", "--playback", "none"])
-        #expect(optional.err.contains("carrying on without it"), "\(optional.err)")
+                                       "--capture", "none", "--playback", "none", "--status-file", status])
+        #expect(optional.err.contains("push-to-talk button GPIO17: no GPIO chips found") && optional.err.contains("running in voice mode instead"),
+                "\(optional.err)")
+        #expect(optional.err.contains("turn detection vad"), "\(optional.err)")
         #expect(optional.err.contains("giving up after 1 failed attempt"), "\(optional.err)")
+        let json = try JSONSerialization.jsonObject(with: Data(contentsOf: URL(fileURLWithPath: status))) as? [String: Any] ?? [:]
+        #expect(json["muted"] as? Bool == false && json["turn_detection"] as? String == "vad", "\(json)")
+        #expect((json["problem"] as? String)?.contains("push-to-talk button GPIO17") == true, "\(json)")
     }
 
     /// SIGTERM in the states that are not `connected` (the others end every test): while

@@ -395,6 +395,17 @@ func openError(_ body: () throws(GPIOError) -> GPIOButton) -> GPIOError? {
         #expect(none == .noChips)
     }
 
+    /// Every chip the user may not open is named (on a board where none may be opened,
+    /// the first alone said gpiochip0, which was not even the chip with the line), with
+    /// what makes them openable.
+    @Test func everyUnreadableChipIsNamed() {
+        let fake = FakeGPIO([GPIOChipEntry(name: "gpiochip0", label: "", lines: [], openError: EACCES),
+                             GPIOChipEntry(name: "gpiochip1", label: "", lines: [], openError: EACCES)])
+        let e = openError { () throws(GPIOError) in try GPIOButton.open(line: .name("GPIO17"), mode: .hold, library: fake, now: .zero) }
+        #expect(e == .permission(path: "/dev/gpiochip0, /dev/gpiochip1"))
+        #expect(e?.description.contains("60-linnet.rules") == true)
+    }
+
     /// A chip we may not open hides its lines: a name not found elsewhere is a
     /// permission problem, not a missing line.
     @Test func unreadableChipIsAPermissionError() {
