@@ -36,6 +36,8 @@
 #include <termios.h>
 #include <time.h>
 #include <unistd.h>
+#include <pwd.h>
+#include <grp.h>
 #include <math.h>
 
 static inline int csystem_errno(void) { return errno; }
@@ -51,6 +53,32 @@ static inline void csystem_ignore_signal(int sig) { signal(sig, SIG_IGN); }
 /* POSIX declares environ only to applications that declare it themselves. */
 extern char **environ;
 static inline char **csystem_environ(void) { return environ; }
+/* A user's uid and primary gid by name; 0 when there is no such user. */
+static inline int csystem_user(const char *name, unsigned *uid, unsigned *gid) {
+    struct passwd *p = getpwnam(name);
+    if (!p) return 0;
+    *uid = p->pw_uid;
+    *gid = p->pw_gid;
+    return 1;
+}
+/* A group's gid by name; 0 when there is no such group. */
+static inline int csystem_group(const char *name, unsigned *gid) {
+    struct group *g = getgrnam(name);
+    if (!g) return 0;
+    *gid = g->gr_gid;
+    return 1;
+}
+/* Becomes uid/gid with exactly these supplementary groups (all three ids, real,
+   effective and saved, so there is no way back); 0 or -errno. */
+static inline int csystem_become(unsigned uid, unsigned gid, const unsigned *groups, int count) {
+    gid_t g[32];
+    if (count > 32) count = 32;
+    for (int i = 0; i < count; i++) g[i] = groups[i];
+    if (setgroups(count, g) != 0) return -errno;
+    if (setresgid(gid, gid, gid) != 0) return -errno;
+    if (setresuid(uid, uid, uid) != 0) return -errno;
+    return 0;
+}
 /* The soft RLIMIT_RTPRIO (the highest SCHED_FIFO priority this process may ask for
    without CAP_SYS_NICE); -1 when unlimited. */
 static inline int csystem_rtprio_limit(void) {

@@ -198,3 +198,38 @@ func fileKind(_ type: UInt32) -> String {
     default: return "a special file"
     }
 }
+
+/// The user a service runs as, and becoming it: `linnet check` run by root checks what
+/// the service will be able to do (open the sound card, the GPIO chips), not what root
+/// can, which is everything.
+public struct ServiceUser: Sendable, Equatable {
+    public var name: String
+    public var uid: UInt32
+    public var gid: UInt32
+    /// The supplementary groups the unit gives it (`SupplementaryGroups=`), those of
+    /// them that exist here, by name and id.
+    public var groups: [(name: String, gid: UInt32)]
+
+    public static func == (a: ServiceUser, b: ServiceUser) -> Bool {
+        a.name.bytesEqual(b.name) && a.uid == b.uid && a.gid == b.gid && a.groups.map(\.gid) == b.groups.map(\.gid)
+    }
+
+    /// `name` and the groups the unit names, or nil when there is no such user.
+    public static func lookup(_ name: String, supplementary: [String]) -> ServiceUser? {
+        var uid: UInt32 = 0, gid: UInt32 = 0
+        guard csystem_user(name, &uid, &gid) != 0 else { return nil }
+        var groups: [(name: String, gid: UInt32)] = []
+        for g in supplementary {
+            var id: UInt32 = 0
+            if csystem_group(g, &id) != 0 { groups.append((g, id)) }
+        }
+        return ServiceUser(name: name, uid: uid, gid: gid, groups: groups)
+    }
+
+    /// Becomes this user for the rest of the process (no way back); the errno on failure.
+    public func become() -> Result<Void, SystemError> {
+        var ids = groups.map(\.gid)
+        let r = ids.withUnsafeMutableBufferPointer { csystem_become(uid, gid, $0.baseAddress, Int32($0.count)) }
+        return r == 0 ? .success(()) : .failure(SystemError("setresuid", code: -r))
+    }
+}

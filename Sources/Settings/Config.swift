@@ -216,6 +216,8 @@ public struct Config: Sendable, Equatable {
     public var statsSeconds = 0
     public var statusFile: String? = nil
     public var logLevel = LogLevel.info
+    /// `check`, run by root: the user it checks as (the unit's `User=`).
+    public var serviceUser = ""
 
     // Capture hooks and Opus.
     public var rate = 0

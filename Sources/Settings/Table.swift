@@ -160,6 +160,10 @@ extension SettingsTable {
         .optional("status-file", .path(), .running, .agent,
                   "the state as JSON for a kiosk UI (default /run/linnet/status.json when /run/linnet is writable)") { $0.statusFile = $1 },
         .value("log-level", .logLevel, .running, [.agent, .demo, .audio, .answer], default: "info", "what is logged") { $0.logLevel = $1 },
+        .value("service-user", .word("USER"), .running, .check, default: "linnet",
+               "run by root, check becomes this user (the unit's User=) with the unit's groups audio gpio spi, and checks what the service could open") {
+            $0.serviceUser = $1
+        },
 
         // The capture hooks, in the chain's order (AudioSetup builds it from these).
         .value("rate", .oneOf([16_000, 24_000, 48_000]), .hooks, [.agent, .audio], default: "48000",

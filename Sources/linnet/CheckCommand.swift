@@ -64,6 +64,24 @@ enum CheckCommand {
             line("token", .success("none (no token-file, no \(looked); the provider must not need one)"))
         }
 
+        // The rest as the service would find it: run by root, as its user with the unit's
+        // groups (systemd/linnet.service: User=linnet, SupplementaryGroups=audio gpio
+        // spi). Root can open every device; the service cannot, and "ok" from root said
+        // nothing about the button the service could not open.
+        if geteuid() == 0 {
+            if let user = ServiceUser.lookup(config.serviceUser, supplementary: ["audio", "gpio", "spi"]) {
+                switch user.become() {
+                case .success:
+                    let groups = user.groups.map(\.name).joined(separator: " ")
+                    line("user", .success("the rest is checked as the service's user \(user.name) (uid \(user.uid), groups \(groups.isEmpty ? "none" : groups)), as it runs"))
+                case .failure(let e):
+                    warning("user", "cannot become the service's user \(user.name) (\(e)): the rest is checked as root, which may open what the service cannot")
+                }
+            } else {
+                warning("user", "no user \(config.serviceUser) (the package makes linnet): the rest is checked as root, which may open what the service cannot")
+            }
+        }
+
         var captureCard: Int? = nil, playbackCard: Int? = nil
         if let input = config.input {
             do throws(FileError) {

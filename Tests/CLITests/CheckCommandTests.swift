@@ -109,3 +109,31 @@ import Glibc
         #expect(!r.out.contains("clock:") && !r.out.contains("aec"), "\(r.out)")
     }
 }
+
+/// `sudo linnet check` checks what the service will be able to do: after reading the
+/// token (the service gets it from systemd as root reads it), it becomes the service's
+/// user with the unit's groups. Shown with a microphone file only root may read: as
+/// root it would open; as the service's user (here `nobody`, `--service-user`) it
+/// cannot, and check says so.
+@Suite struct CheckAsServiceUserTests {
+    @Test func rootChecksAsTheServicesUser() throws {
+        guard getuid() == 0, getpwnam("nobody") != nil else { return }
+        let stub = try StubProvider("ok")
+        let token = temporary("check-user-token"), mic = temporary("check-user-mic.wav")
+        defer { unlink(token); unlink(mic) }
+        try "secret\n".write(toFile: token, atomically: true, encoding: .utf8)
+        chmod(token, 0o600)
+        try WAVFile.write(mic, rate: 48_000, channels: 1, bits: 16, samples: [Int32](repeating: 0, count: 480))
+        chmod(mic, 0o600)
+        let r = try runBounded(["check", "--whip", stub.url, "--token-file", token, "--input", mic, "--playback", "none",
+                                "--service-user", "nobody"])
+        #expect(checkLine(r.out, "token").hasPrefix("token: ok"), "\(r.out)")
+        #expect(checkLine(r.out, "user").hasPrefix("user: ok, the rest is checked as the service's user nobody"), "\(r.out)")
+        #expect(checkLine(r.out, "input").contains("Permission denied"), "as the service's user the root-only file cannot be read: \(r.out)")
+        // Without such a user: said, and checked as root.
+        let none = try runBounded(["check", "--whip", stub.url, "--token-file", token, "--input", mic, "--playback", "none",
+                                   "--service-user", "no-such-user-here"])
+        #expect(checkLine(none.out, "user").hasPrefix("user: WARNING, no user no-such-user-here"), "\(none.out)")
+        #expect(checkLine(none.out, "input").hasPrefix("input: ok"), "\(none.out)")
+    }
+}
