@@ -1,6 +1,9 @@
 import Testing
 import Foundation
 import Glibc
+import Wire
+import JSON
+@testable import Runtime
 
 /// Issue 13, item 3: `--status-file` as root. Before, `<path>.tmp` was opened with
 /// O_CREAT|O_TRUNC (following a planted symlink) and renamed over the path whatever it
@@ -82,5 +85,41 @@ import Glibc
         defer { try? FileManager.default.removeItem(atPath: sticky) }
         _ = try run(sticky + "/status.json", name: "status-sticky")
         #expect(isRegular(sticky + "/status.json"))
+    }
+}
+
+/// The events file outlives a restart (appended to; each run marked by a `start` line),
+/// and is kept to a size: past it, FILE becomes FILE.1 and a new FILE begins.
+@Suite struct EventFileTests {
+    func lines(_ path: String) -> [[String: Any]] {
+        ((try? String(contentsOfFile: path, encoding: .utf8)) ?? "").split(separator: "\n")
+            .compactMap { try? JSONSerialization.jsonObject(with: Data($0.utf8)) as? [String: Any] }
+    }
+
+    @Test func runsAppendAndAreMarked() throws {
+        let path = temporary("events-runs.jsonl")
+        defer { unlink(path) }
+        for run in 0..<2 {
+            let log = try EventLog(path: path, start: .zero)
+            log.write("state", [("state", .string("connected")), ("run", JSONValue(run))], now: .zero)
+        }
+        let all = lines(path)
+        #expect(all.map { $0["type"] as? String ?? "?" } == ["start", "state", "start", "state"], "\(all)")
+        #expect(all.first?["pid"] as? Int == Int(getpid()))
+    }
+
+    @Test func aLongRunRotates() throws {
+        let path = temporary("events-rotate.jsonl")
+        defer { unlink(path); unlink(path + ".1") }
+        let log = try EventLog(path: path, start: .zero, maxBytes: 2_000)
+        for i in 0..<200 { log.write("stats", [("i", JSONValue(i))], now: .zero) }
+        let current = lines(path), previous = lines(path + ".1")
+        #expect(!previous.isEmpty && !current.isEmpty)
+        let size = (try FileManager.default.attributesOfItem(atPath: path)[.size] as? Int) ?? Int.max
+        #expect(size < 2_100, "\(size) bytes")
+        // Nothing lost across the cut: the last of FILE.1 is followed by the first of FILE.
+        let lastBefore = previous.last?["i"] as? Int, firstAfter = current.first?["i"] as? Int
+        #expect(lastBefore.map { $0 + 1 } == firstAfter, "\(String(describing: lastBefore)) then \(String(describing: firstAfter))")
+        #expect(current.last?["i"] as? Int == 199)
     }
 }
