@@ -69,6 +69,11 @@ public enum PCMStream: Sendable, CustomStringConvertible {
     public var description: String { self == .capture ? "capture" : "playback" }
 }
 
+/// Makes the next PCM open read ALSA's configuration files again (`asound.conf`,
+/// `~/.asoundrc`): a device defined there after the process started (a board's
+/// asound.conf installed while Linnet waits for it) is then found.
+public func reloadALSAConfiguration() { _ = snd_config_update_free_global() }
+
 /// The ALSA library version, e.g. `1.2.8`.
 public var alsaVersion: String { String(cString: snd_asoundlib_version()) }
 

@@ -142,7 +142,9 @@ public final class AudioIO {
             case .capture(let e):
                 if case .pipeline = e { throw CLIFailure(.config, "capture: \(e)") }
                 let what = config.input.map { "--input '\($0)'" } ?? "capture device '\(config.capture)'"
-                throw CLIFailure(e.isMissing ? .unavailable : .dataError, "\(what): \(e)")
+                var f = CLIFailure(e.isMissing ? .unavailable : .dataError, "\(what): \(e)")
+                f.deviceMissing = config.input == nil && e.isMissing
+                throw f
             case .playback(let e):
                 if case .pipeline = e { throw CLIFailure(.config, "playback: \(e)") }
                 if config.output != nil {
@@ -151,7 +153,9 @@ public final class AudioIO {
                     if case .file(.write) = e { throw CLIFailure(.ioError, "--output \(e)") }
                     throw CLIFailure(.config, "--output \(e)")
                 }
-                throw CLIFailure(e.isMissing ? .unavailable : .config, "playback device '\(config.playback)': \(e)")
+                var f = CLIFailure(e.isMissing ? .unavailable : .config, "playback device '\(config.playback)': \(e)")
+                f.deviceMissing = e.isMissing
+                throw f
             }
         }
         return AudioIO(loop: loop, duplex: duplex, generator: stand, frameClock: frameClock,

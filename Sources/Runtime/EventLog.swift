@@ -81,7 +81,7 @@ public final class EventLog {
     deinit { if ownsDescriptor { close(fd) } }
 
     /// Writes one line: `{"t": seconds, "type": …, …fields}`.
-    func write(_ type: String, _ fields: [(String, JSONValue)], now: Instant) {
+    public func write(_ type: String, _ fields: [(String, JSONValue)], now: Instant) {
         guard failure == nil else { return }
         var object = JSONObject()
         object["t"] = .number(JSONNumber(Double((now - start).microseconds) / 1_000_000))

@@ -18,6 +18,9 @@ public func tenths(_ seconds: Double) -> String {
 public struct CLIFailure: Error {
     public let status: ExitStatus
     public let message: String
+    /// A sound device that is not there (not a file, not a refusal): `run` waits for it
+    /// rather than exiting (a USB microphone unplugged, a HAT driver not bound yet).
+    public var deviceMissing = false
     public init(_ status: ExitStatus, _ message: String) {
         self.status = status
         self.message = message

@@ -147,7 +147,9 @@ enum RunCommand {
                                         only: config.interfaces.isEmpty ? nil : config.interfaces)
         guard !addresses.isEmpty else { throw CLIFailure(.unavailable, "no usable network address to gather candidates on (is the network up?)") }
 
-        let audio = try AudioIO.open(config: config, loop: loop)
+        // The events file from the start: a wait for the sound device is in it too.
+        let events = try config.events.map { (path: String) throws(CLIFailure) in try EventLog(path: path, start: loop.now, label: config.eventsLabel) }
+        guard let audio = try openAudioWaiting(config, loop: loop, signals: signals, events: events) else { return .ok }
 
         // One client for the whole run: the CA bundle is parsed once, on the first https
         // request; a CA file that cannot be used is an error now, not at the first call.
@@ -177,7 +179,7 @@ enum RunCommand {
         let media = MediaSettings(rate: config.rate, frameMilliseconds: audio.frameClock.milliseconds, bitrate: Int32(config.bitrate),
                                   complexity: Int32(config.complexity), fec: config.fec, dtx: config.dtx)
         let runner = Runtime(loop: loop, core: core, parts: RuntimeParts(addresses: addresses, http: client, media: media, relays: relays), audio: audio)
-        if let path = config.events { runner.events = try EventLog(path: path, start: loop.now, label: config.eventsLabel) }
+        runner.events = events
         runner.notifier = SystemdNotifier()
         runner.statusPath = config.statusFile ?? (isWritableDirectory("/run/linnet") ? "/run/linnet/status.json" : nil)
         var exit = ExitStatus.ok
@@ -211,6 +213,55 @@ enum RunCommand {
         terminal?.restore()
         exit = audio.finalStatus(exit)
         return exit
+    }
+
+    /// The audio devices, waited for while they are not there: a USB microphone pulled
+    /// and put back, a sound card whose driver binds late. Exiting instead made systemd
+    /// restart the service every few seconds until its start limit, after which it
+    /// stayed failed even once the card was back. Meanwhile: READY=1 and WATCHDOG=1 (the
+    /// process is not stuck, it waits), STATUS= and one log line saying what for, retried
+    /// from 0.5 s doubling to 10 s; a stop signal ends the wait cleanly (nil).
+    static func openAudioWaiting(_ config: Config, loop: EventLoop, signals: SignalSource, events: EventLog?) throws(CLIFailure) -> AudioIO? {
+        let notifier = SystemdNotifier()
+        var delay = Duration.milliseconds(500)
+        var said: String? = nil
+        while true {
+            do throws(CLIFailure) {
+                let audio = try AudioIO.open(config: config, loop: loop)
+                if said != nil {
+                    Log.info("the sound device is back: going on")
+                    events?.write("audio_wait", [("reason", .null)], now: loop.now)
+                }
+                return audio
+            } catch {
+                guard error.deviceMissing else { throw error }
+                if said == nil {
+                    Log.error("\(error.message): waiting for it (checked again every few seconds; the call starts when it is there)")
+                    _ = notifier?.ready()
+                }
+                if !(said?.bytesEqual(error.message) ?? false) {
+                    _ = notifier?.status("waiting for the sound device: " + error.message)
+                    events?.write("audio_wait", [("reason", .string(error.message))], now: loop.now)
+                }
+                said = error.message
+            }
+            // The wait, on the signal descriptor: a stop ends it at once.
+            let watchdogHalf = notifier?.watchdogInterval.map { $0 / 2 } ?? delay
+            var left = delay
+            while left > .zero {
+                let slice = min(left, watchdogHalf)
+                var fd = pollfd(fd: signals.fd, events: Int16(POLLIN), revents: 0)
+                let n = poll(&fd, 1, Int32(clamping: slice.milliseconds))
+                if n > 0, !signals.drain().filter({ $0 != SIGUSR1 }).isEmpty {
+                    Log.info("stopping while waiting for the sound device")
+                    return nil
+                }
+                _ = notifier?.watchdog()
+                left = left - slice
+            }
+            delay = min(delay * 2, .seconds(10))
+            reloadALSAConfiguration()
+        }
     }
 
     /// The STUN server's IPv4 address, looked up off the loop and bounded (5 s): the

@@ -121,3 +121,44 @@ import Wire
         #expect(w.header > 0 && w.actual - w.header <= 1, "WAV header \(w.header), data \(w.actual)")
     }
 }
+
+/// A sound device that is not there when run starts (a USB microphone pulled, a board's
+/// asound.conf not installed yet) is waited for, said once in the log, in systemd's
+/// STATUS= and in the events: exiting made systemd restart it until its start limit,
+/// after which it stayed failed even once the device was back. When the device appears
+/// the call goes on; a stop signal ends the wait cleanly (exit 0).
+@Suite(.serialized) struct MissingDeviceTests {
+    func home(_ name: String) throws -> String {
+        let dir = temporary("missing-device-\(name)")
+        try? FileManager.default.removeItem(atPath: dir)
+        try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
+        return dir
+    }
+
+    @Test func aDeviceThatAppearsIsWaitedFor() throws {
+        let dir = try home("appears")
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        let child = try Child(["run", "--whip", "http://127.0.0.1:9/whip", "--capture", "laterdev", "--playback", "null",
+                               "--max-attempts", "1", "--events", "-", "--status-file", dir + "/status.json"],
+                              environment: ["HOME": dir], name: "missing-device")
+        let wait = child.waitFor { event($0)?["type"] as? String == "audio_wait" }
+        #expect((wait.flatMap(event)?["reason"] as? String)?.contains("cannot open capture device 'laterdev'") == true, "\(child.stderr)")
+        // The device is defined (as installing a board's asound.conf would).
+        try "pcm.laterdev { type null }\n".write(toFile: dir + "/.asoundrc", atomically: true, encoding: .utf8)
+        #expect(child.waitFor { event($0)?["type"] as? String == "audio_wait" } != nil, "the wait ended")
+        #expect(child.waitFor { isState($0, "connecting") } != nil, "the call started: \(child.stderr)")
+        #expect(child.wait(limit: 60) == 69, "max-attempts 1 against a closed port: \(child.stderr)")
+    }
+
+    @Test func aStopWhileWaitingExitsCleanly() throws {
+        let dir = try home("stop")
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        let child = try Child(["run", "--whip", "http://127.0.0.1:9/whip", "--capture", "neverdev", "--playback", "null",
+                               "--events", "-", "--status-file", dir + "/status.json"],
+                              environment: ["HOME": dir], name: "missing-device-stop")
+        #expect(child.waitFor { event($0)?["type"] as? String == "audio_wait" } != nil)
+        child.signal(SIGTERM)
+        #expect(child.wait(limit: 30) == 0, "\(child.stderr)")
+        #expect(child.stderr.contains("stopping while waiting for the sound device"))
+    }
+}
