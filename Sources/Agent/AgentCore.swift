@@ -248,6 +248,9 @@ public enum AgentOutput {
     case flushPlayback(session: Int)
     /// Audio now goes to (and comes from) this session.
     case switchAudio(session: Int)
+    /// Keep this on disk while the session lives (a process killed mid-call cannot
+    /// close it; the next start does): `nil` forgets it (the session is closed).
+    case pendingClose(session: Int, PendingClose?)
     /// A TURN server the provider's answer named, judged usable (`LearnedServers`):
     /// sessions from the next one on allocate on it too. Not this one: its offer was
     /// complete before the answer came, and no provider here takes trickled candidates.
@@ -274,7 +277,7 @@ public final class AgentCore {
     public let settings: AgentSettings
     public private(set) var supervisor: Supervisor
     var attemptLimit: AttemptLimit
-    let deviceCredential: BearerCredential?
+    public let deviceCredential: BearerCredential?
     /// Makes the media of a new session (by id); nil when it cannot (the codec refused).
     /// The runtime sets it: it keeps each session's media for playout.
     public var makeMedia: (Int) -> CallMedia? = { _ in nil }
@@ -767,6 +770,7 @@ public final class AgentCore {
 
     /// A session's peer has closed and its sockets are released.
     func sessionFinished(_ id: Int) {
+        if sessions[id]?.answer != nil { emit(.pendingClose(session: id, nil)) }
         sessions[id] = nil
         emit(.unbind(session: id))
         finishIfIdle()

@@ -310,6 +310,7 @@ final class SessionMachine {
     func answered(_ a: RouteAnswer) {
         guard let peer else { return }
         answer = a
+        if let p = PendingClose.of(route, answer: a, hangupURL: core.settings.hangupURL) { core.emit(.pendingClose(session: id, p)) }
         for w in a.warnings { core.log(.warning, "session \(id): \(w)") }
         if let resource = a.resource, bearer != nil, bearer?.authorization(for: resource) == nil, !warnedForeignResource {
             warnedForeignResource = true

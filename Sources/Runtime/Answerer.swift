@@ -58,7 +58,7 @@ public final class Answerer {
         do throws(SystemError) {
             // Unowned: the server is the answerer's own and never outlives it (a strong
             // capture would be a reference cycle that outlives the command).
-            server = try HTTPServer(loop: loop, listen: listen) { [unowned self] request, from, respond in
+            server = try HTTPServer(loop: loop, listen: listen) { [unowned(unsafe) self] request, from, respond in
                 self.handle(request, respond: respond)
             }
         } catch {
@@ -122,7 +122,7 @@ public final class Answerer {
         let session = Session(id: id, call: call, started: loop.now)
         // Unowned: the call is the session's, the session the answerer's (strong
         // captures would be cycles that outlive them).
-        call.onEvent = { [unowned self, unowned session] e in self.event(e, session) }
+        call.onEvent = { [unowned(unsafe) self, unowned(unsafe) session] e in self.event(e, session) }
         call.start()
         call.whenGathered(timeout: .seconds(2)) {
             do throws(PeerError) {
@@ -189,7 +189,7 @@ public final class Answerer {
         case .echo:
             // Echo the encoded frames as they come: no decode or re-encode, so what
             // returns is exactly what was sent (the caller's codec is what is tested).
-            s.call.onAudio = { [unowned s] audio in
+            s.call.onAudio = { [unowned(unsafe) s] audio in
                 let samples = audio.payload.withUnsafeBytes { opusPacketSamples($0) } ?? 960
                 s.call.sendAudio(audio.payload, samples: UInt32(samples))
             }

@@ -51,7 +51,7 @@ public final class Call {
             throw .peer(error)
         }
         // Unowned: the timer is the call's own (a strong capture is a cycle).
-        timer = DeadlineTimer(loop: loop) { [unowned self] in
+        timer = DeadlineTimer(loop: loop) { [unowned(unsafe) self] in
             self.peer.handleTimeout(now: self.loop.now)
             self.pump()
         }
@@ -164,7 +164,7 @@ extension Call {
             pending = nil
             run()
         }
-        onEvent = { [unowned self] e in
+        onEvent = { [unowned(unsafe) self] e in
             previous(e)
             if case .gatheringComplete = e, let run = pending {
                 pending = nil

@@ -60,7 +60,7 @@ final class RelayPath {
         startedAt = loop.now
         client = TURNClient(server: server, rng: SeededRandom(seed: seed))
         // Unowned: the timer is the path's own (a strong capture is a cycle).
-        timer = DeadlineTimer(loop: loop) { [unowned self] in
+        timer = DeadlineTimer(loop: loop) { [unowned(unsafe) self] in
             // Before the allocation starts the only deadline is the connection's (TCP
             // connect and TLS handshake, within the stream timeout).
             if self.client.state == .idle { return self.lost("no connection within \(self.client.timing.streamTimeout.milliseconds / 1000) s") }

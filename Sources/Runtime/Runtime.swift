@@ -59,6 +59,10 @@ public final class Runtime {
     public var events: EventLog?
     public var notifier: SystemdNotifier?
     public var statusPath: String?
+    /// Where the sessions open now are kept, to be closed by the next start if this
+    /// process dies with them open (`state-dir`/open-sessions.jsonl); nil: not kept.
+    public var pendingClosesPath: String?
+    var pendingCloses: [Int: PendingClose] = [:]
     var timer: DeadlineTimer!
     var watchdog: WatchdogDriver?
     public var button: ButtonInput?
@@ -74,8 +78,9 @@ public final class Runtime {
         self.audio = audio
         // Unowned in the closures the runtime's own parts keep (its timer, the audio
         // side's callbacks, its relay paths): they never outlive it, and a strong
-        // capture would be a reference cycle that outlives the command.
-        timer = DeadlineTimer(loop: loop) { [unowned self] in
+        // capture would be a reference cycle that outlives the command. (unsafe:
+        // Embedded Swift has no runtime for checked unowned references.)
+        timer = DeadlineTimer(loop: loop) { [unowned(unsafe) self] in
             guard !self.stopped else { return }
             self.feedAudioCounters()
             self.core.handleTimeout(now: self.loop.now)
@@ -141,10 +146,56 @@ public final class Runtime {
 
     // MARK: Start and stop
 
+    /// The sessions open now, one JSON line each, replaced whole (SafeFile), removed
+    /// when none is open. A failure is said once and the file given up.
+    func writePendingCloses() {
+        guard let path = pendingClosesPath else { return }
+        if pendingCloses.isEmpty {
+            unlink(path)
+            return
+        }
+        var bytes: [UInt8] = []
+        for id in pendingCloses.keys.sorted() {
+            bytes += pendingCloses[id]!.json.serialized()
+            bytes.append(10)
+        }
+        do throws(SafeFile.Failure) { try SafeFile.replace(path, with: bytes) } catch {
+            Log.warning("the open sessions file: \(error); a session left open by a crash will not be closed at the next start")
+            pendingClosesPath = nil
+        }
+    }
+
+    /// Closes what a previous run left open (it was killed mid-call): each request sent
+    /// once with the device's token (for its configured origin only), bounded like any
+    /// close; the file is cleared before, so a close that keeps failing is not repeated
+    /// at every start.
+    func closeLeftOpen() {
+        guard let path = pendingClosesPath else { return }
+        let file: (bytes: [UInt8], info: RegularFileInfo)
+        do throws(FileReadError) { file = try readRegularFile(path, limit: 64 << 10) } catch {
+            if case .open(_, let code, _) = error, code == ENOENT { return }
+            Log.warning("the open sessions file \(error): not closing what a previous run may have left open")
+            return
+        }
+        unlink(path)
+        for line in file.bytes.split(separator: 10) {
+            guard let v = try? JSONValue.parse(Array(line)), let close = PendingClose(json: v) else { continue }
+            Log.info("closing the session a previous run left open: \(close.method) \(close.url)")
+            let request = close.request(bearer: core.deviceCredential)
+            _ = parts.http.send(request, timeout: core.settings.closeTimeout) { result in
+                switch result {
+                case .success(let r): Log.info("the session a previous run left open: \(close.url) answered \(r.status)")
+                case .failure(let e): Log.warning("the session a previous run left open: \(close.url): \(e)")
+                }
+            }
+        }
+    }
+
     public func start() throws(CLIFailure) {
+        closeLeftOpen()
         let voice = core.settings.localBargeIn != nil ? audio.voice : nil
         let canceller = core.settings.micHold == .whileEchoAudible ? audio.canceller : nil
-        audio.onFrame = { [unowned self] frame in
+        audio.onFrame = { [unowned(unsafe) self] frame in
             self.feedAudioCounters()
             let d = self.audio.downlinkHeard()
             self.core.downlink(heard: d.heard, spurtStart: d.spurtStart)
@@ -155,12 +206,12 @@ public final class Runtime {
             frame.withUnsafeBufferPointer { self.core.uplink($0, now: self.loop.now) }
             self.drive()
         }
-        audio.onSkip = { [unowned self] frames in
+        audio.onSkip = { [unowned(unsafe) self] frames in
             self.core.skipUplink(samples: UInt32(truncatingIfNeeded: min(frames, 1 << 20) * Int(self.audio.frameClock.rtpTicks)), now: self.loop.now)
             self.drive()
         }
         // Playout is pulled by the speaker's clock (Devices' DuplexAudio), not a timer.
-        audio.onPlayout = { [unowned self] out in
+        audio.onPlayout = { [unowned(unsafe) self] out in
             guard let m = self.activeMedia else { return (0, 0) }
             let before = m.streamSamples
             let n = m.playout(now: self.loop.now, into: out)
@@ -251,7 +302,7 @@ public final class Runtime {
                 }
                 core.peer(of: id)?.recycle(bytes)
             case .http(let id, let request, let timeout):
-                calls[id] = parts.http.send(request, timeout: timeout) { [unowned self] result in
+                calls[id] = parts.http.send(request, timeout: timeout) { [unowned(unsafe) self] result in
                     self.calls[id] = nil
                     switch result {
                     case .success(let r): self.core.httpResponse(id, r, wallClock: RealtimeClock.unixSeconds(), now: self.loop.now)
@@ -270,6 +321,9 @@ public final class Runtime {
                 if let m = media.paths[id], m === activeMedia { audio.flushPlayback() }
             case .switchAudio(let id):
                 activeMedia = media.paths[id]
+            case .pendingClose(let id, let close):
+                pendingCloses[id] = close
+                writePendingCloses()
             case .addRelay(let server, let address):
                 learnedRelays.append((server, address))
             case .resolveRelay(let server):
@@ -352,19 +406,19 @@ public final class Runtime {
             if configured { server.realm = pinnedRealms[server.url.description] }
             let path = RelayPath(loop: loop, server: server, address: r.address, tls: tls, seed: seed)
             let name = "\(r.server) (\(r.address))"
-            path.onAllocated = { [unowned self] path, relayed, mapped in
+            path.onAllocated = { [unowned(unsafe) self] path, relayed, mapped in
                 if configured, let realm = path.client.realm { self.pinnedRealms[server.url.description] = realm }
                 let after = path.allocatedAfter?.milliseconds ?? 0
                 self.core.relayAllocated(session: id, relayed: relayed, mapped: mapped, server: r.address.ip,
                                          via: "\(name) over \(r.server.transport) in \(after) ms", now: self.loop.now)
                 self.drive()
             }
-            path.onFailed = { [unowned self] failure in
+            path.onFailed = { [unowned(unsafe) self] failure in
                 self.core.relayFailed(session: id, server: name, reason: failure.description,
                                       configuration: failure.isConfiguration, now: self.loop.now)
                 self.drive()
             }
-            path.onData = { [unowned self] relayed, from, packet in
+            path.onData = { [unowned(unsafe) self] relayed, from, packet in
                 self.core.handleDatagram(session: id, packet, from: from, local: relayed, now: self.loop.now)
                 self.drive()
             }
@@ -381,7 +435,7 @@ public final class Runtime {
         if let p = tcpPaths[id]?[to], !p.closed { return p }
         guard (tcpPaths[id]?.count ?? 0) < 8 || tcpPaths[id]?[to] != nil else { return nil }
         let path = ICETCPPath(loop: loop, remote: to, base: from)
-        path.onPacket = { [unowned self] remote, local, packet in
+        path.onPacket = { [unowned(unsafe) self] remote, local, packet in
             self.core.handleDatagram(session: id, packet, from: remote, local: local, now: self.loop.now)
             self.drive()
         }

@@ -215,6 +215,7 @@ public struct Config: Sendable, Equatable {
     public var eventsLabel: String? = nil
     public var statsSeconds = 0
     public var statusFile: String? = nil
+    public var stateDir: String? = nil
     public var logLevel = LogLevel.info
     /// `check`, run by root: the user it checks as (the unit's `User=`).
     public var serviceUser = ""

@@ -157,6 +157,10 @@ extension SettingsTable {
                   "a label on every event line (tells devices apart in fleet logs)") { $0.eventsLabel = $1 },
         .value("stats-seconds", .whole(0...86_400, "a whole number of seconds from 0 to 86400"), .running, [.agent, .demo],
                default: "0", also: [.demo: "1"], "a stats line every N seconds (0: only at the end)") { $0.statsSeconds = $1 },
+        .optional("state-dir", .path("DIR"), .running, .run,
+                  "where run keeps what must outlive it (the provider sessions open now, closed at the next start if the process is killed with them open); default $STATE_DIRECTORY under systemd (/var/lib/linnet)") {
+            $0.stateDir = $1
+        },
         .optional("status-file", .path(), .running, .agent,
                   "the state as JSON for a kiosk UI (default /run/linnet/status.json when /run/linnet is writable)") { $0.statusFile = $1 },
         .value("log-level", .logLevel, .running, [.agent, .demo, .audio, .answer], default: "info", "what is logged") { $0.logLevel = $1 },

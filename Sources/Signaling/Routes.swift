@@ -547,7 +547,7 @@ public enum RouteClient {
         }
     }
 
-    static func headers(_ contentType: String?, _ bearer: BearerCredential?, _ url: HTTPURL) -> HTTPHeaders {
+    public static func headers(_ contentType: String?, _ bearer: BearerCredential?, _ url: HTTPURL) -> HTTPHeaders {
         var h = HTTPHeaders()
         h.add("User-Agent", userAgent)
         if let contentType { h.add("Content-Type", contentType) }
@@ -637,5 +637,74 @@ public enum RouteServer {
 
     public static func text(_ status: Int, _ text: String) -> HTTPResponse {
         HTTPResponse(status: status, headers: HTTPHeaders([("Content-Type", "text/plain")]), body: Array((text + "\n").utf8))
+    }
+}
+
+// MARK: - A session to close after a crash
+
+/// How to end a provider session with the device's own credentials: kept on disk while
+/// the session lives, because a process killed mid-call (SIGKILL, a watchdog abort, a
+/// power cut) cannot close it, and the provider then keeps it (and may bill it) until
+/// its own timeout. `run` sends it at its next start. Never holds a secret: the token
+/// is the device's own, added when it is sent, and only for the configured origin (an
+/// OpenAI ephemeral key is not kept: without `hangup-url` there is nothing to send).
+public struct PendingClose: Sendable, Equatable {
+    public var method: String
+    public var url: HTTPURL
+    public var body: [UInt8]
+    public var contentType: String?
+
+    public init(method: String, url: HTTPURL, body: [UInt8] = [], contentType: String? = nil) {
+        self.method = method
+        self.url = url
+        self.body = body
+        self.contentType = contentType
+    }
+
+    public static func == (a: PendingClose, b: PendingClose) -> Bool {
+        a.method.bytesEqual(b.method) && a.url == b.url && a.body == b.body && bytesEqual(a.contentType, b.contentType)
+    }
+
+    /// The close of a session answered on `route`, or nil when the device alone cannot
+    /// make it.
+    public static func of(_ route: Route, answer: RouteAnswer, hangupURL: HTTPURL?) -> PendingClose? {
+        switch route {
+        case .whip:
+            guard let resource = answer.resource else { return nil }
+            return PendingClose(method: "DELETE", url: resource)
+        case .backend(let base, let chat):
+            guard let id = answer.voiceID else { return nil }
+            return PendingClose(method: "POST", url: RoutePath.backendClose(base, chat: chat, id: id), body: Array("{}".utf8),
+                                contentType: RouteMediaType.json)
+        case .openai:
+            guard let hangupURL, let resource = answer.resource,
+                  let id = resource.target.split(byte: UInt8(ascii: "/")).last.map(String.init), !id.isEmpty else { return nil }
+            let body: JSONValue = ["call_id": .string(id)]
+            return PendingClose(method: "POST", url: hangupURL, body: body.serialized(), contentType: RouteMediaType.json)
+        }
+    }
+
+    /// The request, with the device's token where `bearer` allows it (its origin only).
+    public func request(bearer: BearerCredential?) -> HTTPRequest {
+        HTTPRequest(method: method, url: url, headers: RouteClient.headers(contentType, bearer, url), body: body)
+    }
+
+    public var json: JSONValue {
+        var o = JSONObject()
+        o["method"] = .string(method)
+        o["url"] = .string(url.description)
+        if !body.isEmpty { o["body"] = .string(String(decoding: body, as: UTF8.self)) }
+        if let contentType { o["content_type"] = .string(contentType) }
+        return .object(o)
+    }
+
+    /// From `json`; nil for anything else (a file someone edited, a newer format).
+    public init?(json: JSONValue) {
+        guard let m = json["method"]?.string, m.bytesEqual("DELETE") || m.bytesEqual("POST"),
+              let u = json["url"]?.string, let url = try? HTTPURL(u) else { return nil }
+        method = m
+        self.url = url
+        body = json["body"]?.string.map { Array($0.utf8) } ?? []
+        contentType = json["content_type"]?.string
     }
 }

@@ -180,6 +180,9 @@ enum RunCommand {
                                   complexity: Int32(config.complexity), fec: config.fec, dtx: config.dtx)
         let runner = Runtime(loop: loop, core: core, parts: RuntimeParts(addresses: addresses, http: client, media: media, relays: relays), audio: audio)
         runner.events = events
+        // systemd's StateDirectory= (a list, colon-separated: the first is ours).
+        let stateDir = config.stateDir ?? environment("STATE_DIRECTORY").map { String($0.split(byte: UInt8(ascii: ":")).first ?? "") }
+        if let dir = stateDir, !dir.isEmpty { runner.pendingClosesPath = dir + "/open-sessions.jsonl" }
         runner.notifier = SystemdNotifier()
         runner.statusPath = config.statusFile ?? (isWritableDirectory("/run/linnet") ? "/run/linnet/status.json" : nil)
         var exit = ExitStatus.ok

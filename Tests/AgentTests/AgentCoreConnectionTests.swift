@@ -52,6 +52,32 @@ import ICE
         #expect(w.learnedRelays.count == 2 && w.resolveRequests.count == 1)
     }
 
+    /// While a session lives, how to close it with the device's own credentials is
+    /// kept (for the next start, should this process die); it is forgotten once the
+    /// session is closed. OpenAI only with a hangup-url: an ephemeral key is not kept.
+    @Test(arguments: [RouteKind.whip, .backend, .openai])
+    func theCloseIsKeptWhileTheSessionLives(_ route: RouteKind) throws {
+        for hangup in route == .openai ? [false, true] : [false] {
+            var o = ProviderWorld.Options()
+            o.route = route
+            if hangup { o.configure = { $0.hangupURL = try? HTTPURL("https://backend.test/hangup") } }
+            let w = try ProviderWorld(o)
+            w.startCore()
+            _ = try #require(w.run(within: .seconds(5)) { w.core.state == .connected })
+            let kept = w.pendingCloses[1]
+            switch route {
+            case .whip: #expect(kept?.method == "DELETE" && kept?.url.target.hasSuffix("/s1") == true, "\(String(describing: kept))")
+            case .backend: #expect(kept?.method == "POST" && kept?.url.target.hasSuffix("/close") == true, "\(String(describing: kept))")
+            case .openai:
+                if hangup { #expect(kept?.url.target == "/hangup" && String(decoding: kept?.body ?? [], as: UTF8.self).contains("call_id")) }
+                else { #expect(kept == nil, "no ephemeral key on disk") }
+            }
+            w.stop()
+            _ = try #require(w.run(within: .seconds(5)) { w.exited != nil })
+            #expect(w.pendingCloses.isEmpty, "forgotten once closed: \(w.pendingCloses)")
+        }
+    }
+
     @Test(arguments: [RouteKind.whip, .backend, .openai])
     func connectsCarriesAudioAndClosesOnEveryRoute(_ route: RouteKind) throws {
         var o = ProviderWorld.Options()

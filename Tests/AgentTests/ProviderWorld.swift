@@ -131,6 +131,8 @@ final class ProviderWorld {
     /// asked to resolve (`.resolveRelay`).
     var learnedRelays: [(server: TURNServer, address: SocketAddress)] = []
     var resolveRequests: [TURNServer] = []
+    /// What the core asked to keep on disk for each open session (`.pendingClose`).
+    var pendingCloses: [Int: PendingClose] = [:]
     /// `.flushPlayback` outputs: when, for which session.
     var flushes: [(at: Instant, session: Int)] = []
     var exited: (at: Instant, status: ExitStatus)?
@@ -293,6 +295,8 @@ final class ProviderWorld {
                 if options.keepHistory { flushes.append((now, id)) }
             case .switchAudio(let id):
                 audioSession = id
+            case .pendingClose(let id, let close):
+                pendingCloses[id] = close
             case .addRelay(let server, let address):
                 learnedRelays.append((server, address))
             case .resolveRelay(let server):

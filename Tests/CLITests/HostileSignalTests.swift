@@ -162,3 +162,36 @@ import Wire
         #expect(child.stderr.contains("stopping while waiting for the sound device"))
     }
 }
+
+/// A run killed mid-call (SIGKILL, a watchdog abort, a power cut) cannot close its
+/// provider session; the provider kept it until its own timeout. The session's close is
+/// kept in the state directory while it lives, and the next start sends it.
+@Suite(.serialized) struct LeftOpenSessionTests {
+    @Test func theNextStartClosesWhatAKilledRunLeftOpen() throws {
+        let dir = temporary("left-open-state")
+        try? FileManager.default.removeItem(atPath: dir)
+        try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
+        chmod(dir, 0o700)
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        let answerer = try ReadyProcess(Linnet.executable.path, ["answer", "--listen", "127.0.0.1:0", "--mode", "echo"], name: "left-open-answer")
+        let whip = "http://127.0.0.1:\(answerer.fields[1])/whip"
+        let first = try Child(["run", "--whip", whip, "--capture", "none", "--playback", "none", "--events", "-",
+                               "--state-dir", dir, "--status-file", dir + "/status.json"], name: "left-open-first")
+        #expect(first.waitFor { isState($0, "connected") } != nil, "\(first.stderr)")
+        let kept = (try? String(contentsOfFile: dir + "/open-sessions.jsonl", encoding: .utf8)) ?? ""
+        #expect(kept.contains("\"method\":\"DELETE\"") && kept.contains("/whip/s1"), "kept: \(kept)")
+        #expect(!kept.contains("Authorization"), "no credential on disk")
+        kill(first.process.processIdentifier, SIGKILL)
+        _ = first.wait(limit: 10)
+        // The next start closes s1 before anything else, then makes its own call.
+        let second = try Child(["run", "--whip", whip, "--capture", "none", "--playback", "none", "--events", "-", "--seconds", "1",
+                                "--state-dir", dir, "--status-file", dir + "/status.json"], name: "left-open-second")
+        #expect(second.wait(limit: 60) == 0, "\(second.stderr)")
+        #expect(second.stderr.contains("closing the session a previous run left open: DELETE \(whip)/s1"), "\(second.stderr)")
+        #expect(second.stderr.contains("left open: \(whip)/s1 answered 200"), "\(second.stderr)")
+        #expect(!FileManager.default.fileExists(atPath: dir + "/open-sessions.jsonl"), "nothing open after a clean end")
+        answerer.stop()
+        let log = (try? String(contentsOfFile: answerer.log, encoding: .utf8)) ?? ""
+        #expect(log.contains("session s1 ended"), "\(log)")
+    }
+}
