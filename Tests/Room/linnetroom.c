@@ -1092,6 +1092,11 @@ static void arm_timer(roomdev_t *d, int64_t now)
 			target = (int64_t)d->appl;
 		else
 			target = (int64_t)d->appl - (int64_t)buf + (int64_t)d->avail_min;
+		/* A card interrupts when its own pointer crosses a period boundary, wherever
+		 * the application is: the wake-up is the first boundary at or past the target. */
+		snd_pcm_uframes_t per = d->io.period_size;
+		if (per > 0 && d->io.state != SND_PCM_STATE_DRAINING && target > 0)
+			target = (target + (int64_t)per - 1) / (int64_t)per * (int64_t)per;
 		int64_t hw = hw_frames(d, now);
 		if (hw >= target) {
 			at = now;
@@ -1206,6 +1211,16 @@ static snd_pcm_sframes_t cb_pointer(snd_pcm_ioplug_t *io)
 			ev(r, EV_OVERRUN, 1, now, hw - (int64_t)d->appl, 0, 0, 0, 0, -1, NULL);
 			ret = -EPIPE;
 		} else {
+			/* A capture's pointer moves a period at a time, as a card's DMA pointer at
+			 * its period interrupts: alsa-lib's ioplug copies whatever the pointer says
+			 * is there into its own buffer at every avail update, and a pointer that
+			 * moved by the frame let it take the few frames digitized since the
+			 * boundary; the next wake-up (avail_min past them) then came that much
+			 * later, every period again, until a whole period lay unread: reads slid
+			 * across the period by 0.1-0.3 ms each, then jumped back (snd_pcm_delay,
+			 * cb_delay, stays exact to the frame). */
+			if (d->capture && io->period_size)
+				hw -= hw % (int64_t)io->period_size;
 			ret = (snd_pcm_sframes_t)(hw % (int64_t)io->buffer_size);
 		}
 	}
