@@ -80,6 +80,7 @@ bench: size release
 	@bench/call-instructions.sh build/host/linnet
 	@bench/turn.sh build/host/linnet
 	@bench/flood.py build/host/linnet
+	@bench/latency.py build/host/linnet
 
 clean:
 	rm -rf .build build

@@ -98,6 +98,9 @@ public struct MediaCounters: Sendable, Equatable {
     public var concealed = 0
     public var fecRecovered = 0
     public var bytesSent = 0
+    /// The jitter buffer's target delay: the largest recent lateness plus one frame,
+    /// within its configured bounds (what each talkspurt starts at).
+    public var jitterTargetMicroseconds = 0
     public init() {}
 }
 
@@ -662,6 +665,7 @@ public final class AgentCore {
         f.append(("packets_lost", .number(JSONNumber(Int(stats.packetsLost)))))
         f.append(("remote_loss_percent", .number(JSONNumber((Double(stats.remoteFractionLost) * 1000 / 256).rounded() / 10))))
         f.append(("jitter_ms", .number(JSONNumber((Double(stats.jitter) / 4.8).rounded() / 10))))
+        f.append(("jitter_target_ms", .number(JSONNumber((Double(media.jitterTargetMicroseconds) / 100).rounded() / 10))))
         f.append(("concealed", .number(JSONNumber(media.concealed))))
         f.append(("fec_recovered", .number(JSONNumber(media.fecRecovered))))
         f.append(("srtp_dropped", .number(JSONNumber(stats.srtpDropped))))

@@ -20,6 +20,7 @@ extension MediaPath: CallMedia {
         c.concealed = stats.concealed
         c.fecRecovered = stats.fecRecovered
         c.bytesSent = bytesSent
+        c.jitterTargetMicroseconds = Int(jitterTarget.microseconds)
         return c
     }
 }

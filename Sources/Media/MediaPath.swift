@@ -15,6 +15,8 @@ public final class MediaPath {
     public private(set) var stats = MediaStats()
     /// Opus payload bytes encoded (for the bitrate in stats lines).
     public private(set) var bytesSent = 0
+    /// The jitter buffer's target delay now (for the stats line).
+    public var jitterTarget: Duration { jitter.targetDelay }
     /// Whether any packet has arrived (before it, `playout` has nothing to give).
     public private(set) var receiving = false
     /// Samples of the far end's stream handed out by `playout`: decoded, recovered and

@@ -28,14 +28,23 @@ untouched. What it adds, on the GA events of `oai-events`:
   arrival with libopus, lost packets concealed (PLC, in-band FEC), not through
   aiortc's jitter buffer (see UplinkDecoder); the VAD runs on that audio.
 - **Records** what it hears (WAV; its time axis is the sender's RTP clock) with the
-  CLOCK_MONOTONIC arrival time of every frame, and writes a JSON
+  CLOCK_MONOTONIC arrival time of every frame (and the RTP sequence number, timestamp
+  and SSRC of the packet that made it heard), and writes a JSON
   report (peer.py's, plus a `standin` section per session: replies, interruptions,
   truncations, VAD turns, arrivals).
+- With `--record-sent`, records what it **sends** as the receiver will hear it: every
+  RTP packet it sends decoded with libopus (mono), with the CLOCK_MONOTONIC time the
+  datagram left (after the send call returned), its sequence number, timestamp, SSRC.
+- With `--latency-clicks WAV` (bench/latency.py), the voice is that WAV, played once,
+  `--latency-clicks-after` seconds after the first uplink packet arrived, and silence
+  otherwise; no greeting and no replies are needed (`--replies` becomes optional).
 
 Usage (run with the interop venv's python, Tests/Interop/setup.sh):
 
     realtime_standin.py --listen 127.0.0.1:0 --replies replies.json \\
         --record in.wav --report report.json [--ephemeral --token T] [peer.py options]
+    realtime_standin.py --listen 127.0.0.1:0 --latency-clicks clicks.wav \\
+        [--latency-clicks-after 1.0] --record in.wav --record-sent out.wav --report report.json
 
 `replies.json`: {"greeting": {"wav": "...", "text": "..."} | null,
                  "replies": [{"wav": "...", "text": "..."}, ...]}
@@ -490,10 +499,30 @@ class UplinkDecoder:
 
 
 class StandinSession(peer.Session):
+    first_rtp_ns: Optional[int] = None
+    clicks_sent = 0
+
     def voice_samples(self, n: int) -> np.ndarray:
+        clicks = self.server.standin.get("latency_clicks")
+        if clicks is not None:
+            return self.click_samples(n, clicks)
         if isinstance(self.openai, StandinScript):
             return self.openai.next_samples(n)
         return np.zeros(n, dtype=np.int16)
+
+    def click_samples(self, n: int, clicks: dict) -> np.ndarray:
+        """--latency-clicks: the WAV once, `after` seconds after the first uplink packet
+        (the call is up both ways by then), silence before and after."""
+        out = np.zeros(n, dtype=np.int16)
+        if self.first_rtp_ns is None or time.monotonic_ns() < self.first_rtp_ns + clicks["after_s"] * 1e9:
+            return out
+        samples = clicks["samples"]
+        if self.clicks_sent == 0:
+            clicks["start_ns"] = time.monotonic_ns()
+        chunk = samples[self.clicks_sent:self.clicks_sent + n]
+        out[:len(chunk)] = chunk
+        self.clicks_sent += len(chunk)
+        return out
 
     async def consume_audio(self, track) -> None:
         """aiortc's decoded track is drained and only counted: what the provider hears
@@ -512,6 +541,8 @@ class StandinSession(peer.Session):
             return
         self._standin_hooked = True
         self.uplink = UplinkDecoder()
+        if self.server.sent_rec is not None:
+            self.hook_sent()
         for transceiver in self.pc.getTransceivers():
             receiver = transceiver.receiver
             counted = receiver._handle_rtp_packet
@@ -522,16 +553,45 @@ class StandinSession(peer.Session):
 
             receiver._handle_rtp_packet = handle
 
+    def hook_sent(self) -> None:
+        """--record-sent: every RTP packet this side sends, decoded as the receiver
+        will (a decoder of its own), stamped when the send call returned (on loopback
+        the datagram is then in the receiver's socket)."""
+        dtls = self.dtls_transport()
+        if dtls is None:
+            return
+        from aiortc.rtp import RtpPacket, is_rtcp
+        decoder = UplinkDecoder()
+        original = dtls._send_rtp
+        server = self.server
+
+        async def send_rtp(data: bytes) -> None:
+            await original(data)
+            sent = time.monotonic_ns()
+            if is_rtcp(data):
+                return
+            try:
+                packet = RtpPacket.parse(data)
+            except ValueError:
+                return
+            for chunk in decoder.packet(packet.sequence_number, packet.timestamp, bytes(packet.payload)):
+                server.record_sent(chunk, sent, packet.sequence_number, packet.timestamp, packet.ssrc)
+
+        dtls._send_rtp = send_rtp
+
     def on_rtp(self, packet) -> None:
         arrival = time.monotonic_ns()
+        if self.first_rtp_ns is None:
+            self.first_rtp_ns = arrival
         server = self.server
+        rtp = (packet.sequence_number, packet.timestamp, packet.ssrc)
         for chunk in self.uplink.packet(packet.sequence_number, packet.timestamp, bytes(packet.payload)):
             for i in range(0, len(chunk), FRAME):
                 part = chunk[i:i + FRAME]
                 self.input_samples_since_clear += len(part)
                 if len(part):
                     self.received_peak = max(self.received_peak, int(np.abs(part.astype(np.int32)).max()))
-                server.record(part, arrival)
+                server.record(part, arrival, rtp)
                 if isinstance(self.openai, StandinScript):
                     self.openai.on_audio(part)
 
@@ -569,14 +629,25 @@ class StandinServer(peer.PeerServer):
         args.record = self.rec_path
         self.rec = peer.WavRecorder(args.record) if args.record else None
         self.rec_samples = 0
-        self.arrivals: list = []  # [sample index of the frame's first sample, n, arrival ns]
+        # [sample index of the frame's first sample, n, arrival ns, RTP seq, ts, SSRC of
+        # the packet that made it heard]
+        self.arrivals: list = []
+        self.sent_path = standin.get("record_sent")
+        self.sent_rec = peer.WavRecorder(self.sent_path) if self.sent_path else None
+        self.sent_samples = 0
+        self.sent: list = []  # [first sample's index in --record-sent, n, send ns, RTP seq, ts, SSRC]
 
-    def record(self, samples: np.ndarray, arrival: Optional[int]) -> None:
+    def record(self, samples: np.ndarray, arrival: Optional[int], rtp: tuple = (-1, -1, -1)) -> None:
         if arrival is not None:
-            self.arrivals.append([self.rec_samples, int(len(samples)), arrival])
+            self.arrivals.append([self.rec_samples, int(len(samples)), arrival, *rtp])
         if self.rec is not None:
             self.rec.write(samples)
         self.rec_samples += len(samples)
+
+    def record_sent(self, samples: np.ndarray, sent: int, seq: int, ts: int, ssrc: int) -> None:
+        self.sent.append([self.sent_samples, int(len(samples)), sent, seq, ts, ssrc])
+        self.sent_rec.write(samples)
+        self.sent_samples += len(samples)
 
     def write_report(self) -> None:
         super().write_report()
@@ -588,6 +659,14 @@ class StandinServer(peer.PeerServer):
             report["standin"] = {"record": self.rec_path, "record_samples": self.rec_samples,
                                  "arrivals": self.arrivals, "vad_dbfs": self.standin["vad_dbfs"],
                                  "clock": "CLOCK_MONOTONIC ns"}
+            if self.sent_rec is not None:
+                self.sent_rec.flush()
+                report["standin"].update({"record_sent": self.sent_path, "sent_samples": self.sent_samples,
+                                          "sent": self.sent})
+            clicks = self.standin.get("latency_clicks")
+            if clicks is not None:
+                report["standin"]["latency_clicks"] = {"wav": clicks["wav"], "after_s": clicks["after_s"],
+                                                       "start_ns": clicks.get("start_ns")}
             tmp = self.args.report + ".tmp"
             with open(tmp, "w") as f:
                 json.dump(report, f, default=str)
@@ -599,22 +678,34 @@ class StandinServer(peer.PeerServer):
         finally:
             if self.rec is not None:
                 self.rec.close()
+            if self.sent_rec is not None:
+                self.sent_rec.close()
 
 
 def main(argv=None) -> int:
     import signal
     signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGTERM, signal.SIGINT})
-    ap = argparse.ArgumentParser(add_help=False)
-    ap.add_argument("--replies", required=True, help="replies.json (see the module doc)")
+    # allow_abbrev off: `--record` (peer.py's) must not be taken for `--record-sent`
+    ap = argparse.ArgumentParser(add_help=False, allow_abbrev=False)
+    ap.add_argument("--replies", help="replies.json (see the module doc); required unless --latency-clicks")
     ap.add_argument("--vad-dbfs", type=float, default=-45.0,
                     help="server VAD: a 20 ms frame above this RMS (0 dBFS = full-scale square) is speech")
     ap.add_argument("--vad-onset-frames", type=int, default=3,
                     help="server VAD: loud frames in a row that start speech (3: 60 ms)")
+    ap.add_argument("--record-sent", help="WAV: every RTP packet sent, decoded as the receiver will hear it")
+    ap.add_argument("--latency-clicks", help="WAV: the voice, once, instead of greeting and replies (bench/latency.py)")
+    ap.add_argument("--latency-clicks-after", type=float, default=1.0,
+                    help="seconds after the first uplink packet the --latency-clicks WAV starts")
     mine, rest = ap.parse_known_args(argv)
     args = peer.parse_args(rest + ["--mode", "openai"])
-    with open(mine.replies) as f:
-        spec = json.load(f)
-    base = os.path.dirname(os.path.abspath(mine.replies))
+    if mine.replies:
+        with open(mine.replies) as f:
+            spec = json.load(f)
+        base = os.path.dirname(os.path.abspath(mine.replies))
+    elif mine.latency_clicks:
+        spec, base = {"greeting": None, "replies": []}, os.getcwd()
+    else:
+        raise SystemExit("realtime_standin.py: --replies is required (or --latency-clicks)")
 
     def load(entry):
         if entry is None:
@@ -623,7 +714,11 @@ def main(argv=None) -> int:
         return {"wav": path, "text": entry["text"], "samples": read_wav48(path)}
 
     standin = {"greeting": load(spec.get("greeting")), "replies": [load(r) for r in spec.get("replies", [])],
-               "vad_dbfs": mine.vad_dbfs, "vad_onset_frames": mine.vad_onset_frames}
+               "vad_dbfs": mine.vad_dbfs, "vad_onset_frames": mine.vad_onset_frames,
+               "record_sent": mine.record_sent, "latency_clicks": None}
+    if mine.latency_clicks:
+        standin["latency_clicks"] = {"wav": os.path.abspath(mine.latency_clicks), "after_s": mine.latency_clicks_after,
+                                     "samples": read_wav48(mine.latency_clicks)}
     import logging
     logging.basicConfig(stream=sys.stderr, level=getattr(logging, args.log_level.upper()),
                         format="%(asctime)s standin %(levelname)s %(name)s: %(message)s")

@@ -231,6 +231,7 @@ typedef struct {
 	double activity_dbfs;    /* a 10 ms speaker block above this is "playing" */
 	double activity_gap_ms;  /* silence that ends a reply (and must precede an onset) */
 	double talk_timeout_ms;  /* a reactive utterance whose anchor never comes starts anyway */
+	double log_writes;       /* nonzero: a `write` event per playback write (bench/latency.py) */
 	unsigned long long seed;
 	char talker_script[PATH_MAX];
 	char log_dir[PATH_MAX];
@@ -256,9 +257,9 @@ static void params_default(room_params *p)
 
 static void params_canonical(const room_params *p, char *out, size_t len)
 {
-	snprintf(out, len, "rate=%u period_ms=%g delay=%g rt60=%g gain=%g noise=%g drift=%g tgain=%g act=%g gap=%g timeout=%g seed=%llu script=%s log=%s",
+	snprintf(out, len, "rate=%u period_ms=%g delay=%g rt60=%g gain=%g noise=%g drift=%g tgain=%g act=%g gap=%g timeout=%g writes=%g seed=%llu script=%s log=%s",
 		 p->rate, p->period_ms, p->echo_delay_ms, p->rt60, p->echo_gain_db, p->noise_dbfs, p->drift_ppm,
-		 p->talker_gain_db, p->activity_dbfs, p->activity_gap_ms, p->talk_timeout_ms, p->seed,
+		 p->talker_gain_db, p->activity_dbfs, p->activity_gap_ms, p->talk_timeout_ms, p->log_writes, p->seed,
 		 p->talker_script, p->log_dir);
 }
 
@@ -268,7 +269,7 @@ static void params_canonical(const room_params *p, char *out, size_t len)
 enum ev_kind {
 	EV_START, EV_STOP, EV_UNDERRUN, EV_OVERRUN, EV_LATE_WRITE, EV_DRAINED,
 	EV_SPK_ON, EV_SPK_OFF, EV_TALK_START, EV_TALK_END, EV_PARAMS, EV_CLIP, EV_STARVED,
-	EV_LOG_GAP, EV_OPEN, EV_CLOSE,
+	EV_LOG_GAP, EV_OPEN, EV_CLOSE, EV_WRITE,
 };
 
 typedef struct {
@@ -789,6 +790,10 @@ static void write_event(room_t *r, const event_t *e)
 	case EV_LOG_GAP:
 		fprintf(f, "\"ev\":\"log_gap\",\"what\":\"%s\",\"samples\":%lld}\n", e->what, (long long)e->a);
 		break;
+	case EV_WRITE:
+		fprintf(f, "\"ev\":\"write\",\"stream\":\"playback\",\"index\":%lld,\"frames\":%lld,\"queued_frames\":%lld}\n",
+			(long long)e->a, (long long)e->b, (long long)e->c);
+		break;
 	}
 }
 
@@ -1087,6 +1092,11 @@ static void arm_timer(roomdev_t *d, int64_t now)
 			target = (int64_t)d->appl;
 		else
 			target = (int64_t)d->appl - (int64_t)buf + (int64_t)d->avail_min;
+		/* A card interrupts when its own pointer crosses a period boundary, wherever
+		 * the application is: the wake-up is the first boundary at or past the target. */
+		snd_pcm_uframes_t per = d->io.period_size;
+		if (per > 0 && d->io.state != SND_PCM_STATE_DRAINING && target > 0)
+			target = (target + (int64_t)per - 1) / (int64_t)per * (int64_t)per;
 		int64_t hw = hw_frames(d, now);
 		if (hw >= target) {
 			at = now;
@@ -1201,6 +1211,16 @@ static snd_pcm_sframes_t cb_pointer(snd_pcm_ioplug_t *io)
 			ev(r, EV_OVERRUN, 1, now, hw - (int64_t)d->appl, 0, 0, 0, 0, -1, NULL);
 			ret = -EPIPE;
 		} else {
+			/* A capture's pointer moves a period at a time, as a card's DMA pointer at
+			 * its period interrupts: alsa-lib's ioplug copies whatever the pointer says
+			 * is there into its own buffer at every avail update, and a pointer that
+			 * moved by the frame let it take the few frames digitized since the
+			 * boundary; the next wake-up (avail_min past them) then came that much
+			 * later, every period again, until a whole period lay unread: reads slid
+			 * across the period by 0.1-0.3 ms each, then jumped back (snd_pcm_delay,
+			 * cb_delay, stays exact to the frame). */
+			if (d->capture && io->period_size)
+				hw -= hw % (int64_t)io->period_size;
 			ret = (snd_pcm_sframes_t)(hw % (int64_t)io->buffer_size);
 		}
 	}
@@ -1234,6 +1254,12 @@ static snd_pcm_sframes_t cb_transfer(snd_pcm_ioplug_t *io, const snd_pcm_channel
 		if (starved)
 			ev(r, EV_STARVED, 1, now, starved, 0, 0, 0, 0, -1, NULL);
 	} else {
+		if (d->running && r->p.log_writes != 0) {
+			/* what the DAC still had to play when these frames came: the first of them
+			 * is heard queued_frames from now (snd_pcm_delay before the write) */
+			int64_t queued = (int64_t)d->appl - hw_frames(d, now);
+			ev(r, EV_WRITE, 0, now, d->base + (int64_t)d->appl, (int64_t)size, queued < 0 ? 0 : queued, 0, 0, -1, NULL);
+		}
 		int64_t late = 0;
 		for (snd_pcm_uframes_t i = 0; i < size; i++) {
 			int32_t s = 0;
@@ -1462,6 +1488,7 @@ static int parse_conf(snd_config_t *conf, room_params *p, int *have_room_params)
 		NUM("activity_dbfs", activity_dbfs)
 		NUM("activity_gap_ms", activity_gap_ms)
 		NUM("talk_timeout_ms", talk_timeout_ms)
+		NUM("log_writes", log_writes)
 		else if (!strcmp(id, "talker_script")) { snprintf(p->talker_script, sizeof p->talker_script, "%s", text); *have_room_params = 1; }
 		else if (!strcmp(id, "log_dir")) { snprintf(p->log_dir, sizeof p->log_dir, "%s", text); *have_room_params = 1; }
 		else {

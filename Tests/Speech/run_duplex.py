@@ -187,19 +187,74 @@ def read_events(path: str) -> list:
     return out
 
 
-def asoundrc(path: str, plugin: str, room: dict, script: str, logdir: str, seed: int) -> dict:
+def asoundrc(path: str, plugin: str, room: dict, script: str, logdir: str, seed: int, extra: str = "") -> dict:
+    """HOME/.asoundrc naming both PCMs of one room (`extra`: more room parameters)."""
     gain = "-inf"
     if room["echo_vs_talker_db"] is not None:
         g = room["echo_vs_talker_db"] - (speech.LEVEL_DBFS["assistant"] - speech.LEVEL_DBFS["user"])
         gain = f"{g:g}"
     params = (f'room "duplex" echo_delay_ms {room["echo_delay_ms"]} rt60 {room["rt60"]} '
               f'echo_gain_db "{gain}" noise_dbfs {room["noise_dbfs"]} seed {seed} '
-              f'activity_gap_ms {ACTIVITY_GAP_MS} talker_script "{script}" log_dir "{logdir}"')
+              f'activity_gap_ms {ACTIVITY_GAP_MS} talker_script "{script}" log_dir "{logdir}"' + (f" {extra}" if extra else ""))
     with open(path, "w") as f:
         f.write(f'pcm_type.linnetroom {{ lib "{plugin}" }}\n')
         f.write(f"pcm.roomspk {{ type linnetroom {params} }}\n")
         f.write(f"pcm.roommic {{ type linnetroom {params} }}\n")
     return {"echo_gain_db": gain}
+
+
+def start_call(cell_dir: str, a, standin_args: list, flags: list, relay_cmds: Optional[list], seed: int,
+               seconds: int, stats_seconds: int = 5) -> dict:
+    """Starts one call on the room whose .asoundrc is in `cell_dir` (Linnet's HOME): the
+    stand-in (recording to uplink.wav, reporting to standin.json, plus `standin_args`),
+    the relay with `relay_cmds` (None: no relay, Linnet calls the stand-in directly) and
+    `linnet run` (OpenAI route, room PCMs, events, status, `seconds`, `flags`). Returns
+    {"standin", "relay", "linnet"} (Procs, "relay" None without one); whatever was
+    started is stopped again if a later step fails. End it with stop_call."""
+    token = os.path.join(cell_dir, "token")
+    with open(token, "w") as f:
+        f.write("device-secret\n")
+    conf = os.path.join(cell_dir, "linnet.conf")
+    open(conf, "w").close()
+    procs: dict = {"standin": None, "relay": None, "linnet": None}
+    procs["standin"] = Proc([a.interop_python, os.path.join(ROOT, "Tests/Interop/realtime_standin.py"),
+                             "--listen", "127.0.0.1:0", "--record", os.path.join(cell_dir, "uplink.wav"),
+                             "--report", os.path.join(cell_dir, "standin.json"),
+                             "--ephemeral", "--token", "device-secret"] + standin_args,
+                            cell_dir, "standin", stdout_pipe=True)
+    try:
+        port = procs["standin"].ready_line()[0]
+        if relay_cmds is not None:
+            procs["relay"] = Proc([sys.executable, os.path.join(ROOT, "Tests/Interop/relay.py"),
+                                   "--upstream", f"http://127.0.0.1:{port}", "--seed", str(seed)] + relay_cmds,
+                                  cell_dir, "relay", stdout_pipe=True)
+            port = procs["relay"].ready_line()[0]
+        base = f"http://127.0.0.1:{port}"
+        env = dict(os.environ, HOME=cell_dir)
+        argv = [a.linnet, "run", "--config", conf, "--openai", "--token-url", base + "/token",
+                "--openai-url", base + "/v1/realtime/calls", "--token-file", token,
+                "--capture", "roommic", "--playback", "roomspk",
+                "--events", os.path.join(cell_dir, "linnet-events.jsonl"),
+                "--status-file", os.path.join(cell_dir, "status.json"),
+                "--seconds", str(seconds), "--max-attempts", "3", "--stats-seconds", str(stats_seconds)] + flags
+        with open(os.path.join(cell_dir, "linnet.argv"), "w") as f:
+            f.write(" ".join(argv) + "\n")
+        procs["linnet"] = Proc(argv, cell_dir, "linnet", env=env)
+    except BaseException:
+        stop_call(procs)
+        raise
+    return procs
+
+
+def stop_call(procs: dict) -> Optional[int]:
+    """SIGTERM to Linnet (its exit status is returned), then the stand-in (which writes
+    its report) and the relay."""
+    rc = procs["linnet"].stop(signal.SIGTERM) if procs["linnet"] else None
+    if procs["standin"]:
+        procs["standin"].stop(signal.SIGTERM)
+    if procs["relay"]:
+        procs["relay"].stop(signal.SIGTERM)
+    return rc
 
 
 def run_call(cell_dir: str, a, meta: dict, room: dict, loss: float, flags: list, n: int, seed: int) -> dict:
@@ -210,37 +265,11 @@ def run_call(cell_dir: str, a, meta: dict, room: dict, loss: float, flags: list,
     with open(script, "w") as f:
         f.write(talker_script(meta, n, a.ci))
     room_info = asoundrc(os.path.join(cell_dir, ".asoundrc"), a.plugin, room, script, logdir, seed)
-    token = os.path.join(cell_dir, "token")
-    with open(token, "w") as f:
-        f.write("device-secret\n")
-    conf = os.path.join(cell_dir, "linnet.conf")
-    open(conf, "w").close()
-    standin = Proc([a.interop_python, os.path.join(ROOT, "Tests/Interop/realtime_standin.py"),
-                    "--listen", "127.0.0.1:0", "--replies", meta["replies_json"],
-                    "--record", os.path.join(cell_dir, "uplink.wav"),
-                    "--report", os.path.join(cell_dir, "standin.json"),
-                    "--ephemeral", "--token", "device-secret"], cell_dir, "standin", stdout_pipe=True)
-    relay = None
-    linnet = None
     started = time.monotonic()
+    relay_cmds = [f"loss {loss / 100:g}"] if loss else []
+    procs = start_call(cell_dir, a, ["--replies", meta["replies_json"]], flags, relay_cmds, seed, a.call_limit)
+    linnet = procs["linnet"]
     try:
-        port = standin.ready_line()[0]
-        relay_cmds = [f"loss {loss / 100:g}"] if loss else []
-        relay = Proc([sys.executable, os.path.join(ROOT, "Tests/Interop/relay.py"),
-                      "--upstream", f"http://127.0.0.1:{port}", "--seed", str(seed)] + relay_cmds,
-                     cell_dir, "relay", stdout_pipe=True)
-        rport = relay.ready_line()[0]
-        base = f"http://127.0.0.1:{rport}"
-        env = dict(os.environ, HOME=cell_dir)
-        argv = [a.linnet, "run", "--config", conf, "--openai", "--token-url", base + "/token",
-                "--openai-url", base + "/v1/realtime/calls", "--token-file", token,
-                "--capture", "roommic", "--playback", "roomspk",
-                "--events", os.path.join(cell_dir, "linnet-events.jsonl"),
-                "--status-file", os.path.join(cell_dir, "status.json"),
-                "--seconds", str(a.call_limit), "--max-attempts", "3", "--stats-seconds", "5"] + flags
-        with open(os.path.join(cell_dir, "linnet.argv"), "w") as f:
-            f.write(" ".join(argv) + "\n")
-        linnet = Proc(argv, cell_dir, "linnet", env=env)
         # Wait for the talker's last request to end and the reply after it to finish
         # (speaker quiet), or for a generous limit; polling the room's log file.
         events_path = os.path.join(logdir, "events.jsonl")
@@ -267,10 +296,7 @@ def run_call(cell_dir: str, a, meta: dict, room: dict, loss: float, flags: list,
             time.sleep(0.2)  # polling a log file another process writes
         log(f"duplex: {os.path.basename(cell_dir)}: ending the call ({reason}, {time.monotonic() - started:.0f} s)")
     finally:
-        rc = linnet.stop(signal.SIGTERM) if linnet else None
-        standin.stop(signal.SIGTERM)
-        if relay:
-            relay.stop(signal.SIGTERM)
+        rc = stop_call(procs)
     return {"linnet_exit": rc, "end_reason": reason, "seconds": round(time.monotonic() - started, 1),
             **room_info}
 
