@@ -147,6 +147,10 @@ public protocol PCMDevice: AnyObject {
     /// The stream's delay in frames, as `snd_pcm_delay` defines it; nil when the device
     /// cannot say (not running, an error).
     func delayFrames() -> Int?
+    /// Frames written and not yet taken by the hardware: the ring buffer's fill
+    /// (buffer size minus `snd_pcm_avail`), without the latency behind it that
+    /// `delayFrames` adds (a USB link, a DAC's FIFO); nil when it cannot say. Playback.
+    func bufferedFrames() -> Int?
     /// Throws away what the device has queued and makes it ready to start again
     /// (`snd_pcm_drop` then `snd_pcm_prepare`); 0 or a negative errno.
     func discardPending() -> Int32
@@ -160,6 +164,8 @@ public final class PCM: PCMDevice {
     public let device: String
     public let stream: PCMStream
     public let format: DeviceFormat
+    /// The ring buffer's size in frames (what the hardware parameters came to).
+    public let bufferSize: Int
 
     /// Opens `device` and negotiates a format from `request`.
     ///
@@ -187,6 +193,8 @@ public final class PCM: PCMDevice {
         handle = h
         self.device = device
         self.stream = stream
+        var buffer: snd_pcm_uframes_t = 0, period: snd_pcm_uframes_t = 0
+        bufferSize = snd_pcm_get_params(h, &buffer, &period) == 0 ? Int(buffer) : format.periodFrames * request.periods
     }
 
     /// The sound card under the PCM (through plug, dmix, dsnoop…); nil where there is
@@ -312,6 +320,12 @@ public final class PCM: PCMDevice {
         var d: snd_pcm_sframes_t = 0
         guard snd_pcm_delay(handle, &d) == 0 else { return nil }
         return Int(d)
+    }
+
+    public func bufferedFrames() -> Int? {
+        let avail = snd_pcm_avail_update(handle)
+        guard avail >= 0 else { return nil }
+        return max(0, bufferSize - Int(avail))
     }
 
     /// Barge-in: `snd_pcm_drop` "stops the PCM immediately. The pending samples on the

@@ -148,6 +148,31 @@ public enum RealTime {
     }
 }
 
+/// How full the playback thread keeps the device (`PlaybackThread.run`): two periods
+/// queued when it writes the next (one playing, one ready), which a real-time thread
+/// keeps up with; one more after an underrun (a thread held up, a device that reports
+/// its delay coarsely), and back down after 10 s without one.
+struct JustInTime {
+    static let least = 2
+    static let most = 3
+    static let calmPeriods = 1_000
+    var periods = JustInTime.least
+    var calm = 0
+
+    mutating func underrun() {
+        periods = min(periods + 1, JustInTime.most)
+        calm = 0
+    }
+
+    mutating func period() {
+        calm &+= 1
+        if calm >= JustInTime.calmPeriods, periods > JustInTime.least {
+            periods -= 1
+            calm = 0
+        }
+    }
+}
+
 /// Paces a loop at one period per `period` nanoseconds on the monotonic clock, with
 /// absolute deadlines so a late wake-up does not accumulate drift.
 ///
@@ -638,7 +663,16 @@ public final class PlaybackThread<Source: PlaybackSource> {
         case .device(_, let request): paced = request.paced
         }
         let raw = UnsafeMutableRawBufferPointer(start: buffer, count: bytes)
+        var fill = JustInTime()
         while control.isRunning {
+            // Just in time: a period is rendered only once the device holds no more than
+            // `fill.periods` of them, so what is written goes out at once instead of
+            // waiting in a blocking write (a period) behind a full buffer (another): the
+            // speaker's share of the downlink's delay is `fill.periods`, not the whole
+            // buffer. The ring's audio waits in the ring meanwhile, where a flush finds it.
+            if !ownClock, !paced, let pcm, let queued = pcm.bufferedFrames(), queued > fill.periods * frames {
+                control.sleep(nanoseconds: framesToNanoseconds(queued - fill.periods * frames, rate: format.sampleRate))
+            }
             let requests = flushRequests.load(ordering: .acquiring)
             if requests != flushesDone {
                 flush(requests)
@@ -693,6 +727,7 @@ public final class PlaybackThread<Source: PlaybackSource> {
                 if code == -EPIPE || code == -ESTRPIPE {
                     counters.xruns.add(1, ordering: .relaxed)
                     timeline.reset()
+                    fill.underrun()
                     if pcm.recover(code) >= 0 { continue }
                 }
                 if code == -EAGAIN || code == -EINTR { continue }
@@ -700,6 +735,7 @@ public final class PlaybackThread<Source: PlaybackSource> {
                 self.pcm = nil
                 break
             }
+            fill.period()
             account(frames: frames)
         }
         source.playbackStopped(format)

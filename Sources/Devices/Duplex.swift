@@ -21,10 +21,15 @@ public struct DuplexConfiguration {
     /// 10 ms frames the loop takes from the capture ring at a time (one uplink packet);
     /// the loop is woken only once that much is waiting.
     public var captureWakeFrames = 1
-    /// How much audio the loop keeps queued ahead of the playback thread: enough to
-    /// cover the loop's reaction to a period's signal (a wake-up, a decode). The ring's
-    /// level moves between this and this plus one downlink frame.
+    /// How much audio the loop keeps queued ahead of the playback thread, at least:
+    /// enough to cover the loop's reaction to a period's signal (a wake-up, a decode).
+    /// The ring's level moves between the target and the target plus what one top-up
+    /// adds (10 ms when the downlink is handed over in 10 ms pieces, as `run` does).
+    /// The target rises by 10 ms at each ring underrun (a loop held up: a TLS handshake
+    /// on a slow board), up to `playoutTargetMost`, and comes back down after 30 s
+    /// without one: every 10 ms of it is 10 ms more between the network and the speaker.
     public var playoutTarget: Duration = .milliseconds(30)
+    public var playoutTargetMost: Duration = .milliseconds(40)
     /// 10 ms frames of playback reference in flight to the capture side: the device's
     /// buffer plus how far capture may lag.
     public var referenceFrames = 64
@@ -83,8 +88,13 @@ public final class DuplexAudio {
     public let playback: PlaybackThread<PlaybackPipeline>
     public let captureNotify: EventFD
     public let playbackNotify: EventFD
-    /// Samples the loop keeps queued for the playback thread.
-    public let targetSamples: Int
+    /// Samples the loop keeps queued for the playback thread (now; it adapts), and its
+    /// bounds.
+    public private(set) var targetSamples: Int
+    let leastTargetSamples: Int
+    let mostTargetSamples: Int
+    var underrunsSeen: UInt64 = 0
+    var calmTopUps = 0
     var loop: EventLoop?
     var sources: [EventLoop.SourceID] = []
     var uplinkFrame: [Int16] = []
@@ -120,6 +130,8 @@ public final class DuplexAudio {
             throw .capture(.thread(error))
         }
         targetSamples = Int(configuration.playoutTarget.milliseconds) * rate.hertz / 1000
+        leastTargetSamples = targetSamples
+        mostTargetSamples = max(targetSamples, Int(configuration.playoutTargetMost.milliseconds) * rate.hertz / 1000)
         let reference = self.reference
         // Capture first: of two missing devices, the microphone is the one reported.
         let notify = captureNotify
@@ -195,7 +207,9 @@ public final class DuplexAudio {
         detach()
         self.loop = loop
         self.downlink = downlink
-        silenceSamples = frameSamples
+        // Silence, when the downlink has nothing, in 10 ms pieces: no more than that is
+        // queued ahead of what the far end may send next.
+        silenceSamples = rate.samplesPerFrame
         uplinkFrame = [Int16](repeating: 0, count: frameSamples)
         // The longest Opus packet is 120 ms (RFC 6716 §3.2.1).
         downlinkFrame = [Int16](repeating: 0, count: max(rate.hertz * 12 / 100, frameSamples))
@@ -239,6 +253,7 @@ public final class DuplexAudio {
 
     /// Fills the playback ring up to its target from the downlink.
     public func topUp() {
+        adaptTarget()
         var guardFrames = 64
         while playoutWanted > 0 && guardFrames > 0 {
             guardFrames -= 1
@@ -252,6 +267,26 @@ public final class DuplexAudio {
             let pushed = downlinkFrame.withUnsafeBufferPointer { play(UnsafeBufferPointer(rebasing: $0[0..<n])) }
             if pushed < n || n == 0 { break }
         }
+    }
+
+    /// The ring's target follows its underruns (`DuplexConfiguration.playoutTarget`).
+    func adaptTarget() {
+        let underruns = playbackPipeline.underruns.xruns.load(ordering: .relaxed)
+        let step = rate.samplesPerFrame
+        if underruns != underrunsSeen {
+            // The first period of all runs short by design (nothing queued yet).
+            if underrunsSeen != 0 || underruns > 1 { targetSamples = min(targetSamples + step, mostTargetSamples) }
+            underrunsSeen = underruns
+            calmTopUps = 0
+        } else if targetSamples > leastTargetSamples {
+            calmTopUps += 1
+            // About 30 s: one top-up a 10 ms period at most.
+            if calmTopUps >= 3_000 {
+                targetSamples -= step
+                calmTopUps = 0
+            }
+        }
+        playbackPipeline.lowWater.store(targetSamples, ordering: .relaxed)
     }
 
     /// Barge-in: the playback thread drops what waits in its ring and what the device

@@ -1,4 +1,5 @@
 import CSystem
+import Wire
 
 /// Why a file a user named (token, config, CA file, WAV input, send file…) could not be
 /// read, worded so the person can fix it: the system's reason plus what to do.

@@ -59,6 +59,11 @@ public final class AudioIO {
     var onPlayout: (UnsafeMutableBufferPointer<Int16>) -> (samples: Int, stream: Int) = { _ in (0, 0) }
     /// What was queued for the speaker, to tell what of it has been heard.
     var ledger: PlayoutLedger
+    /// The decoded frame being handed over in 10 ms pieces (`playout`).
+    var pending: [Int16]
+    var pendingStart = 0
+    var pendingCount = 0
+    var pendingIsStream = false
     var clock: UplinkClock
     var uplinkTimer: EventLoop.TimerID?
     var source: EventLoop.SourceID?
@@ -85,6 +90,8 @@ public final class AudioIO {
         frame = [Int16](repeating: 0, count: frameClock.samples)
         clock = UplinkClock(frameDuration: frameClock.duration)
         ledger = PlayoutLedger(rate: frameClock.sampleRate)
+        // The longest Opus packet is 120 ms (RFC 6716 §3.2.1).
+        pending = [Int16](repeating: 0, count: frameClock.sampleRate * 12 / 100)
     }
 
     /// Builds both ends from config: the microphone (the device, or `input` paced in real
@@ -128,7 +135,10 @@ public final class AudioIO {
         var duplexConfig = DuplexConfiguration(rate: rate, capture: capture, channel: hooks?.channel, playback: playback)
         // One downlink frame beyond a period, so a loop that is a period late still finds
         // audio queued.
-        duplexConfig.playoutTarget = .milliseconds(Int64(max(30, frameClock.milliseconds + 10)))
+        // 10 ms ahead of the playback thread at least, handed over in 10 ms pieces
+        // (`playout`): the ring is 10–20 ms of the downlink's delay, not 30–50; it grows
+        // by itself when the loop cannot keep up (DuplexAudio.adaptTarget).
+        duplexConfig.playoutTarget = .milliseconds(10)
         // Wake the loop once a whole uplink packet is waiting, not after every 10 ms
         // frame (issue 18: half the wake-ups found nothing to send).
         duplexConfig.captureWakeFrames = max(1, frameClock.milliseconds / 10)
@@ -216,16 +226,31 @@ public final class AudioIO {
         }
     }
 
-    /// The playback thread consumed a period: the next stretch of the provider's voice.
+    /// The playback thread consumed a period: the next 10 ms of the provider's voice.
+    /// A decoded frame (20 ms, or whatever the far end sends) is handed over 10 ms at a
+    /// time, so the ring never holds more than its target and 10 ms.
     func playout(_ out: UnsafeMutableBufferPointer<Int16>) -> Int {
         noteOutputFailure()
-        let got = onPlayout(out)
-        // DuplexAudio queues it (or, for 0, a frame of silence) right after this.
-        if let duplex {
-            let n = got.samples > 0 ? min(got.samples, out.count) : frameSamples
-            ledger.queued(end: duplex.playbackPipeline.ring.writePosition &+ n, samples: n, stream: got.samples > 0 ? got.stream : 0)
+        if pendingCount == 0 {
+            let got = pending.withUnsafeMutableBufferPointer { onPlayout($0) }
+            pendingStart = 0
+            pendingCount = max(0, min(got.samples, pending.count))
+            pendingIsStream = got.stream > 0
         }
-        return got.samples
+        let piece = rate / 100
+        // Nothing decoded: DuplexAudio plays 10 ms of silence.
+        guard pendingCount > 0 else {
+            if let duplex { ledger.queued(end: duplex.playbackPipeline.ring.writePosition &+ piece, samples: piece, stream: 0) }
+            return 0
+        }
+        let n = min(pendingCount, piece, out.count)
+        for i in 0..<n { out[i] = pending[pendingStart + i] }
+        pendingStart += n
+        pendingCount -= n
+        if let duplex {
+            ledger.queued(end: duplex.playbackPipeline.ring.writePosition &+ n, samples: n, stream: pendingIsStream ? n : 0)
+        }
+        return n
     }
 
     /// How much of the provider's stream the speaker has played out by now, and where

@@ -296,6 +296,7 @@ final class LateClocklessMicrophone: PCMDevice, @unchecked Sendable {
     func writeRaw(_ buffer: UnsafeRawPointer, frames: Int) -> Int { -Int(EBADFD) }
     func recover(_ code: Int32) -> Int32 { 0 }
     func delayFrames() -> Int? { 0 }
+    func bufferedFrames() -> Int? { nil }
     func discardPending() -> Int32 { 0 }
     func drain() {}
 }

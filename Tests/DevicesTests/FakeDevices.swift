@@ -102,6 +102,9 @@ final class FakeSpeaker: PCMDevice, @unchecked Sendable {
     /// Per write: the air index its first frame was heard at (audio thread only; read
     /// after the thread stopped).
     var writes: [Int] = []
+    /// Per write: the frames already queued (written, not yet past the DAC path) when it
+    /// came (audio thread only; read after the thread stopped).
+    var queuedAtWrite: [Int] = []
     let underruns = Atomic<Int>(0)
     /// What the last discard dropped, and the air index it happened at.
     let discarded = Atomic<Int>(0)
@@ -114,6 +117,7 @@ final class FakeSpeaker: PCMDevice, @unchecked Sendable {
         self.allocations = allocations
         format = DeviceFormat(sampleFormat: .s16LE, sampleRate: air.rate, channels: 1, periodFrames: air.rate / 100)
         writes.reserveCapacity(air.count / format.periodFrames + 16)
+        queuedAtWrite.reserveCapacity(air.count / format.periodFrames + 16)
     }
 
     func readRaw(_ buffer: UnsafeMutableRawPointer, frames: Int) -> Int { -Int(EBADFD) }
@@ -122,6 +126,7 @@ final class FakeSpeaker: PCMDevice, @unchecked Sendable {
         allocations?.enterDevice()
         defer { allocations?.leaveDevice() }
         var now = air.now
+        if queuedAtWrite.count < queuedAtWrite.capacity { queuedAtWrite.append(max(0, (nextHeard ?? now) - latencyFrames - now)) }
         var next = nextHeard ?? (now + latencyFrames)
         if next < now + latencyFrames {
             // Ran dry: the device restarts with this write.
@@ -148,6 +153,12 @@ final class FakeSpeaker: PCMDevice, @unchecked Sendable {
         let now = air.now
         guard let next = nextHeard, next > now + latencyFrames else { return latencyFrames }
         return next - now
+    }
+
+    func bufferedFrames() -> Int? {
+        let now = air.now
+        guard let next = nextHeard else { return 0 }
+        return max(0, next - latencyFrames - now)
     }
 
     func discardPending() -> Int32 {
@@ -215,6 +226,7 @@ final class FakeMicrophone: PCMDevice, @unchecked Sendable {
         return air.now - next
     }
 
+    func bufferedFrames() -> Int? { nil }
     func discardPending() -> Int32 { 0 }
     func drain() {}
 }
