@@ -53,7 +53,7 @@ done
 # The malloc-family interposer of the allocation tests, for the capture_allocations kernel.
 $cc -O2 -c Tests/CAllocCounter/CAllocCounter.c -I Tests/CAllocCounter/include -o "$out/CAllocCounter.o"
 # The echo-path simulation is the tests' own (pure Swift, no Foundation).
-"$swiftc" "${common[@]}" -module-name LinnetBench -c bench/LinnetBench/*.swift Tests/AudioTests/EchoSimulation.swift -o "$out/LinnetBench.o"
+"$swiftc" "${common[@]}" -module-name LinnetBench -c bench/LinnetBench/*.swift Tests/AudioTests/EchoSimulation.swift Tests/AudioTests/EchoGrid.swift -o "$out/LinnetBench.o"
 
 if [ "$mode" = full ]; then
   # -L: the CSpeexDSP module map links linnet-speexdsp by name (autolink).

@@ -32,6 +32,33 @@ static inline spx_int32_t linnet_echo_resets(SpeexEchoState *st) {
     return 0;
 #endif
 }
+// Tuning 3 (issue 33): the double-talk detector's hold on the filter, the weight update
+// the next cancellation call makes from the frame just processed scaled by q15 (32768:
+// as speexdsp); and, for a frame of echo alone, learning per bin what the filter leaves
+// of the echo (the residual estimate the preprocessor suppresses). -1 from a build
+// without them.
+static inline int linnet_echo_set_adapt(SpeexEchoState *st, spx_int32_t q15) {
+#ifdef LINNET_ECHO_SET_ADAPT
+    return speex_echo_ctl(st, LINNET_ECHO_SET_ADAPT, &q15);
+#else
+    (void)st; (void)q15;
+    return -1;
+#endif
+}
+static inline int linnet_echo_learn_residual(SpeexEchoState *st, spx_int32_t frames) {
+#ifdef LINNET_ECHO_LEARN_RESIDUAL
+    return speex_echo_ctl(st, LINNET_ECHO_LEARN_RESIDUAL, &frames);
+#else
+    (void)st; (void)frames;
+    return -1;
+#endif
+}
+// Tuning 3, the preprocessor: the double-talk verdict for the next frame (1 near end,
+// 0 echo alone) and the residual echo estimate's scale in its gain (Q8).
+#ifndef LINNET_PREPROCESS_SET_TALK
+#define LINNET_PREPROCESS_SET_TALK 0x4c60
+#define LINNET_PREPROCESS_SET_ECHO_SCALE 0x4c61
+#endif
 static inline int linnet_pre_set_int(SpeexPreprocessState *st, int request, spx_int32_t value) {
     return speex_preprocess_ctl(st, request, &value);
 }

@@ -334,6 +334,3 @@ public final class AudioIO {
         noteOutputFailure()
     }
 }
-
-// INTERIM (replaced when the canceller's own measure lands): audible until converged.
-extension EchoCanceller { var echoAudible: Bool { !converged } }

@@ -106,6 +106,7 @@ func message(_ body: () throws(ConfigError) -> Config) -> String? {
         ice-transport-policy = relay
         ice-tcp = false
         learned-ice-servers = internet
+        state-dir = /var/lib/linnet
         """
         let c = try load(text)
         #expect(c.backend == (try HTTPURL("https://api.example.net:8443/v1")))
@@ -137,6 +138,7 @@ func message(_ body: () throws(ConfigError) -> Config) -> String? {
         #expect(c.iceServers.map(\.transport) == [.tcp, .tls, .udp])
         #expect(c.iceUsername == "kiosk-17" && c.iceCredential == "s3cret" && c.iceCredentialFile == "/run/credentials/linnet/ice-credential")
         #expect(c.iceTransportPolicy == .relay && !c.iceTCP && c.learnedICEServers == .internet)
+        #expect(c.stateDir == "/var/lib/linnet")
         // Every key of the table was exercised (the route keys whip/openai/token-url elsewhere).
         // (The board keys of issue 7 are exercised in BoardConfigTests.)
         #expect(Set(c.sources.keys.map(\.text)).union(["whip", "openai", "token-url"]).union(boardKeys) == Set(Config.keys))

@@ -343,6 +343,7 @@ func run(_ kernel: String, frames: Int) -> Bool {
         case "aec_erle_16k": try runEchoERLE(rate: 16_000)
         case "aec_res_erle": try runEchoERLE(rate: 48_000, suppressDB: 40)
         case "aec_rooms": try runEchoRooms()
+        case "aec_grid": try runEchoGrid()
         case "chain":
             guard let chain = defaultChain() else { return false }
             runChain(chain, signal, frames: frames)
