@@ -92,6 +92,19 @@ public struct ICEAgent<R: RandomNumberGenerator> {
                 address: address, type: .host)
             locals.append(LocalCandidate(candidate: candidate, base: address, localPreference: localPreference))
         }
+        // Advertised addresses (one-to-one NAT): a server-reflexive candidate per UDP
+        // host candidate of the same family, at the same port, its foundation keyed on
+        // the advertised address as a STUN server's would be (RFC 8445 §5.1.1.3).
+        for ip in config.advertised {
+            for host in locals where host.candidate.type == .host && host.base.ip.isV4 == ip.isV4 && host.base.ip != ip {
+                let mapped = SocketAddress(ip: ip, port: host.base.port)
+                guard !locals.contains(where: { $0.candidate.socketAddress == mapped }) else { continue }
+                let c = Candidate(foundation: Candidate.foundation(type: .serverReflexive, base: host.base.ip, server: ip),
+                                  priority: Candidate.priority(type: .serverReflexive, localPreference: host.localPreference),
+                                  address: mapped, type: .serverReflexive, related: host.base)
+                locals.append(LocalCandidate(candidate: c, base: host.base, localPreference: host.localPreference))
+            }
+        }
         if config.tcpActive {
             var seen: [IPAddress] = []
             for address in hostAddresses where !seen.contains(address.ip) {

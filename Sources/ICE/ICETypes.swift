@@ -140,6 +140,14 @@ public struct ICEConfig: Sendable {
     public var expectedRelays = 0
     /// SOFTWARE to put in requests, if any.
     public var software: String? = nil
+    /// Public addresses this host is known to be reachable at through a one-to-one NAT
+    /// (a board behind a router that forwards its ports, a cloud VM's public IP): each
+    /// UDP host candidate of the same family is also offered at that address and its own
+    /// port, as a server-reflexive candidate whose base is the host candidate (RFC 8445
+    /// §5.1.1.2 and §5.1.1.3: what a STUN server would have told us, told by the
+    /// operator instead). Checks still go out from the base (§6.1.2.4 prunes such pairs
+    /// to their base), so nothing else changes.
+    public var advertised: [IPAddress] = []
 
     public init(stunServer: SocketAddress? = nil) { self.stunServer = stunServer }
 }

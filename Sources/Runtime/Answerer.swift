@@ -20,6 +20,9 @@ public final class Answerer {
     let identity: Identity
     let crypto: CryptoRandom
     let addresses: [IPAddress]
+    /// Public addresses behind a one-to-one NAT (`--advertise`), offered beside the
+    /// local candidates.
+    let advertise: [IPAddress]
     var server: HTTPServer!
     /// By session id ("s1", …): keys compared as bytes (Wire's `TextKey`).
     var sessions: [TextKey: Session] = [:]
@@ -42,8 +45,9 @@ public final class Answerer {
         }
     }
 
-    public init(loop: EventLoop, listen: SocketAddress, mode: AnswerMode, crypto: CryptoRandom) throws(CLIFailure) {
+    public init(loop: EventLoop, listen: SocketAddress, advertise: [IPAddress] = [], mode: AnswerMode, crypto: CryptoRandom) throws(CLIFailure) {
         self.loop = loop
+        self.advertise = advertise
         self.mode = mode
         self.crypto = crypto
         do throws(DTLSError) { identity = try Identity(random: crypto) } catch { throw CLIFailure(.software, error.description) }
@@ -114,7 +118,7 @@ public final class Answerer {
         nextID += 1
         let call: Call
         do throws(CallError) {
-            call = try Call(loop: loop, role: .answerer, addresses: addresses, stun: nil, identity: identity, crypto: crypto)
+            call = try Call(loop: loop, role: .answerer, addresses: addresses, stun: nil, advertised: advertise, identity: identity, crypto: crypto)
         } catch {
             respond(textResponse(500, error.description))
             return

@@ -22,7 +22,7 @@ public final class Call {
 
     /// Binds a UDP socket on each address (port 0: the kernel picks) and creates the peer.
     init(loop: EventLoop, role: PeerRole, addresses: [IPAddress], stun: SocketAddress?,
-         identity: Identity, crypto: CryptoRandom) throws(CallError) {
+         advertised: [IPAddress] = [], identity: Identity, crypto: CryptoRandom) throws(CallError) {
         self.loop = loop
         started = loop.now
         var bound: [SocketAddress] = []
@@ -34,6 +34,7 @@ public final class Call {
         guard !bound.isEmpty else { throw .noAddresses }
         var config = PeerConfiguration(hostAddresses: bound)
         config.ice.stunServer = stun
+        config.ice.advertised = advertised
         // A voice call never goes quiet for long (audio or RTCP every second): 1.5 s of
         // nothing → an early consent check, unanswered 1.5 s → disconnected, so a
         // vanished provider is noticed within 3 s (issue 6).

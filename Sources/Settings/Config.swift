@@ -256,6 +256,8 @@ public struct Config: Sendable, Equatable {
 
     // `linnet answer`.
     public var listen: SocketAddress? = nil
+    /// The addresses a peer outside a one-to-one NAT reaches this host at (`advertise`).
+    public var advertise: [IPAddress] = []
     public var answerMode = AnswerMode.echo
 
     /// Which layer set each key (absent: the default). Keyed by the key's bytes: keys are

@@ -220,6 +220,10 @@ extension SettingsTable {
                "pace devices in Linnet (ALSA null and file plugins run on no clock)") { $0.pace = $1 },
 
         .optional("listen", .socketAddress, .answer, .answer, "address to listen on (port 0: any free port)") { $0.listen = $1 },
+        .optional("advertise", .ipAddresses, .answer, .answer,
+                  "public addresses of this host behind a one-to-one NAT (its UDP ports forwarded as they are): offered as candidates beside the local ones") {
+            $0.advertise = $1 ?? []
+        },
         .value("mode", Parser<AnswerMode>.oneOf, .answer, .answer, default: "echo",
                "echo sends back what it receives, tone a 440 Hz tone") { $0.answerMode = $1 },
     ]

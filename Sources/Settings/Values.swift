@@ -217,6 +217,18 @@ extension Parser where Value == [String] {
     }
 }
 
+extension Parser where Value == [IPAddress] {
+    /// `203.0.113.7, 2001:db8::7`: addresses that stand for a host from outside
+    /// (`answer --advertise`); the unspecified address means nothing there and is refused.
+    static var ipAddresses: Parser {
+        let ip = Parser<IPAddress>(metavar: "IP", expected: "", example: "203.0.113.7") { v in
+            guard let a = IPAddress(v), !a.isUnspecified else { return nil }
+            return a
+        }
+        return .list(of: ip, metavar: "IPS", expected: "a comma list of IP addresses (203.0.113.7 or 2001:db8::7)", example: "203.0.113.7")
+    }
+}
+
 extension Parser where Value == [SPKIPin] {
     /// RFC 7469 pin-sha256 values (base64 of 32 bytes), comma separated.
     static var pins: Parser {

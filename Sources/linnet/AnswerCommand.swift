@@ -1,4 +1,4 @@
-// `linnet answer --listen HOST:PORT [--mode echo|tone]`: the built-in answerer. It
+// `linnet answer --listen HOST:PORT [--advertise IP] [--mode echo|tone]`: the built-in answerer. It
 // serves the WHIP route (RFC 9725) and the app-backend route of ARCHITECTURE.md
 // "Sessions", so `linnet run` and `linnet demo` have a provider on loopback, and a
 // board can act as an intercom peer.
@@ -36,12 +36,12 @@ enum AnswerCommand {
             defer { loop.close() }
             let crypto: CryptoRandom
             do throws(DTLSError) { crypto = try CryptoRandom() } catch { throw CLIFailure(.software, error.description) }
-            let answerer = try Answerer(loop: loop, listen: listen, mode: mode, crypto: crypto)
+            let answerer = try Answerer(loop: loop, listen: listen, advertise: config.advertise, mode: mode, crypto: crypto)
             loop.watch(fd: signals.fd) { _ in
                 if !signals.drain().isEmpty { loop.stop() }
             }
             if seconds > 0 { loop.schedule(after: .seconds(Int64(seconds))) { loop.stop() } }
-            Log.info("answer: listening on http://\(answerer.address) (WHIP: POST /whip; backend: POST /voice/CHAT), mode \(mode.rawValue)")
+            Log.info("answer: listening on http://\(answerer.address) (WHIP: POST /whip; backend: POST /voice/CHAT), mode \(mode.rawValue)\(config.advertise.isEmpty ? "" : ", advertising " + config.advertise.map(\.description).joined(separator: ", "))")
             writeOut("READY \(answerer.address.port)\n")
             do throws(SystemError) { try loop.run() } catch { throw CLIFailure(.software, error.description) }
             answerer.closeAll()

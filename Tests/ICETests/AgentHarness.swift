@@ -77,6 +77,9 @@ struct TwoAgents {
 
     var hostsA: [SocketAddress]
     var hostsB: [SocketAddress]
+    /// B behind a one-to-one NAT: what B sends from `inside` leaves from `outside`, what
+    /// arrives at `outside` reaches B at `inside`, and `inside` cannot be reached from A.
+    var natB: (inside: SocketAddress, outside: SocketAddress)? = nil
 
     init(roleA: ICERole = .controlling, roleB: ICERole = .controlled, seed: UInt64 = 1,
          tieBreakerA: UInt64? = nil, tieBreakerB: UInt64? = nil, configA: ICEConfig = ICEConfig(),
@@ -115,7 +118,8 @@ struct TwoAgents {
         }
         drainLoopB: while true {
             switch b.pollOutput() {
-            case .transmit(let bytes, let from, let to):
+            case .transmit(let bytes, var from, let to):
+                if let nat = natB, from == nat.inside { from = nat.outside }
                 wire.append((now, .init(at: now, seq: 0, bytes: bytes, from: from, to: to)))
                 net.send(bytes, from: from, to: to, now: now)
             case .event(let e): eventsB.append((now, e))
@@ -137,7 +141,12 @@ struct TwoAgents {
                 return
             }
             now = max(now, next)
-            for d in net.due(now) {
+            for var d in net.due(now) {
+                if let nat = natB {
+                    // A private address is not routed from A's side of the NAT.
+                    if d.to == nat.inside { continue }
+                    if d.to == nat.outside { d.to = nat.inside }
+                }
                 delivered.append((now, d))
                 if hostsA.contains(d.to) {
                     a.handleInput(d.bytes, from: d.from, local: d.to, now: now)

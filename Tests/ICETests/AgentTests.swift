@@ -98,6 +98,33 @@ import Wire
         #expect(remote.priority == Candidate.priority(type: .peerReflexive, localPreference: 65535))
     }
 
+    /// `answer --advertise` (issue 34, item 7): B behind a one-to-one NAT whose inside
+    /// address A cannot reach. B offers, beside its private host candidate, a
+    /// server-reflexive one at the public address and its host port, based on its host
+    /// candidate; the call connects through the NAT, with checks sent from the base.
+    @Test func advertisedAddressReachesAHostBehindANAT() throws {
+        let outside = SocketAddress("203.0.113.20:6000")!
+        var config = ICEConfig()
+        config.advertised = [IPAddress("203.0.113.20")!, IPAddress("2001:db8::20")!]
+        var w = TwoAgents(configB: config)
+        w.natB = (inside: TwoAgents.addressB, outside: outside)
+        // One per UDP host candidate of the same family: none for the IPv6 address.
+        let offered = w.b.localCandidates
+        #expect(offered.count == 2)
+        let srflx = try #require(offered.first { $0.type == .serverReflexive })
+        #expect(srflx.socketAddress == outside)
+        #expect(srflx.relatedAddress == .ip(TwoAgents.addressB.ip) && srflx.relatedPort == TwoAgents.addressB.port)
+        #expect(srflx.priority == Candidate.priority(type: .serverReflexive, localPreference: 65535))
+        w.connectSignaling()
+        w.run(until: Instant.zero + .seconds(10)) { $0.bothConnected }
+        #expect(w.bothConnected)
+        let pa = try #require(w.a.selectedPair), pb = try #require(w.b.selectedPair)
+        #expect(pa.remote == outside && pb.local == TwoAgents.addressB && pb.remote == TwoAgents.addressA)
+        // A checked the public address, and nothing left B but through the NAT.
+        #expect(w.wire.contains { $0.1.to == outside })
+        #expect(w.wire.allSatisfy { $0.1.from != TwoAgents.addressB })
+    }
+
     @Test func serverReflexiveGathering() throws {
         var config = ICEConfig(stunServer: TwoAgents.stunServer)
         config.software = "linnet-test"

@@ -509,6 +509,9 @@ def main(argv=None) -> int:
         log(f"error: no linnet binary at {a.linnet}")
         return 69
     a.linnet = os.path.abspath(a.linnet)
+    # The stand-in and the room run in directories of their own: every path they are
+    # given must not depend on ours.
+    a.out = os.path.abspath(a.out)
     if not a.plugin:
         a.plugin = subprocess.run([os.path.join(ROOT, "Tests/Room/build.sh")], check=True, text=True,
                                   stdout=subprocess.PIPE).stdout.strip().splitlines()[-1]
