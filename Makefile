@@ -35,8 +35,12 @@ test: deps
 	swift build --build-tests -Xswiftc -warnings-as-errors
 	AIORTC_PYTHON="$$(Tests/Interop/setup.sh | tail -n 1)" SPEECH_PYTHON="$$(Tests/Speech/setup.sh | tail -n 1)" swift test --skip-build
 
-## demo: a whole call on this machine (built-in answerer, test voice, loopback UDP)
-demo: build
+## demo: a whole call on this machine (built-in answerer, test voice, loopback UDP);
+## it installs only what the demo needs (scripts/setup.sh --demo), not the test peers
+demo:
+	@scripts/setup.sh --quiet --demo
+	@scripts/build-speexdsp.sh host
+	swift build -Xswiftc -warnings-as-errors
 	.build/debug/linnet demo
 
 ## release: the Embedded Swift build for this machine → build/host/linnet

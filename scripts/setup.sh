@@ -7,9 +7,20 @@
 # through sudo (or says what to install when there is no sudo). `--quiet` prints nothing
 # when everything is there (what every `make` target runs); otherwise it says what it
 # installs before apt starts, so a first `make test` is never silent for minutes.
+#
+# `--demo` installs only what `make demo` needs (the host's C libraries, and what
+# rebuilding speexdsp from Debian's source takes): a newcomer's first command should not
+# pull in Go, coturn, GStreamer and an arm64 toolchain (issue 34).
 set -euo pipefail
 quiet=0
-[ "${1:-}" = --quiet ] && quiet=1
+demo=0
+for arg in "$@"; do
+  case "$arg" in
+    --quiet) quiet=1 ;;
+    --demo) demo=1 ;;
+    *) echo "usage: scripts/setup.sh [--quiet] [--demo]" >&2; exit 2 ;;
+  esac
+done
 say() { echo "setup: $*" >&2; }
 
 packages=(
@@ -36,9 +47,16 @@ packages=(
   gstreamer1.0-plugins-good gstreamer1.0-plugins-bad
 )
 
+if [ "$demo" = 1 ]; then
+  # The debug build and `linnet demo`: the C libraries it links, pkg-config, and
+  # speexdsp's source package with what builds it (scripts/build-speexdsp.sh).
+  packages=(libasound2-dev libopus-dev libsrtp2-dev libmbedtls-dev libgpiod-dev
+            pkg-config dpkg-dev patch gcc make)
+fi
+
 # What is missing, found without root.
 need_arch=0
-dpkg --print-foreign-architectures | grep -qx arm64 || need_arch=1
+[ "$demo" = 1 ] || dpkg --print-foreign-architectures | grep -qx arm64 || need_arch=1
 # libsrtp is rebuilt from Debian's source package against mbedtls (see README), and
 # speexdsp with Linnet's MDF tuning (scripts/build-speexdsp.sh), which
 # needs a deb-src entry and its package lists.
