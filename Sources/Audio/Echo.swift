@@ -144,6 +144,9 @@ struct EchoTalk {
     var relearning = false
     var sinceTalk = 0
     var farFrames = 0
+    /// Frames left in which the near end counts as talking since the detector last said
+    /// so (`talkHoldFrames`): `echoAudible` is false while it does.
+    var talkHold = 0
     /// This frame's and the last one's verdicts.
     var talk = false
     var lastTalk = false
@@ -444,7 +447,8 @@ public final class EchoCanceller: AudioHook, @unchecked Sendable {
     ///   is not echo). With no echo (a headset, a file) it is false from 350 ms of far end
     ///   on, and stays false while the user talks over the far end (the reference then
     ///   explains at most 5 % of the microphone); once the canceller cancels the echo,
-    ///   false; a changed echo path shows as echo again.
+    ///   false; a changed echo path shows as echo again. While the double-talk detector
+    ///   hears the user over the echo (and 500 ms after), false: their voice goes out.
     ///
     /// Why −50 dBFS: a talker at a board's microphone reaches −26 to −35 dBFS (the grid's
     /// −32 dBFS); echo 18–24 dB under the user's speech and under −50 dBFS absolute does
@@ -590,6 +594,27 @@ public final class EchoCanceller: AudioHook, @unchecked Sendable {
             }
         }
         if doubleTalk { t.pointee.inputHeld = held }
+        // For `echoAudible` only: the user talks when the detector says so, or when the
+        // microphone stands 9 dB over the echo the room's coupling explains (its power
+        // over the reference's on frames of echo alone, times the held reference) and
+        // 6 dB over the floor. The detector compares against what the *filter* leaves,
+        // so it cannot fire before the filter has learned the path: with a weak echo (a
+        // handset, echo 20 dB under the talker) that took seconds, and the hold swallowed
+        // the first word of every barge-in (issue 33's table: uplink WER 0.07).
+        // Only where the coupling is weak (ERL 9 dB and more, learned over half a second
+        // of echo alone at least): with a loud echo, a changed path or a delay not yet
+        // found looks just like a talker to this rule, and the detector learns there fast.
+        var userTalks = doubleTalk
+        if t.pointee.far > 8 * t.pointee.input, trainingFrames >= 50 {
+            if input * t.pointee.far > 8 * t.pointee.farHeld * t.pointee.input {
+                if input > 4 * t.pointee.outputFloor { userTalks = true }
+            }
+        }
+        if userTalks {
+            t.pointee.talkHold = 50
+        } else if t.pointee.talkHold > 0 {
+            t.pointee.talkHold &-= 1
+        }
         t.pointee.talkShare += ((doubleTalk ? 1 : 0) - t.pointee.talkShare) / 64
         t.pointee.sinceTalk = doubleTalk ? 0 : t.pointee.sinceTalk &+ 1
         // Relearning from 92 % down to 50 %: a real talker pauses between syllables.
@@ -661,6 +686,12 @@ public final class EchoCanceller: AudioHook, @unchecked Sendable {
             // far end; after 500 ms it is not echo (a user talking over the far end).
             isAudible = measured ? true : t.pointee.farFrames < 50
         }
+        // The user talks over the echo (the double-talk detector, held 500 ms over the
+        // gaps between words): the microphone carries their voice, which half duplex
+        // would throw away, and the echo under it is masked by it (the double-talk SNR).
+        // On a speaker board a barge-in's first words were lost to the hold until the
+        // voice flag cut the reply (issue 33's table: uplink WER 0.175 against 0.000).
+        if t.pointee.talkHold > 0 { isAudible = false }
         audible.store(isAudible, ordering: .relaxed)
         if t.pointee.input > 0 {
             if t.pointee.sent > 0 { erleTenths.store(decibelTenths(t.pointee.input / t.pointee.sent), ordering: .relaxed) }
@@ -693,6 +724,7 @@ public final class EchoCanceller: AudioHook, @unchecked Sendable {
         t.pointee.relearning = false
         t.pointee.sinceTalk = 0
         t.pointee.farFrames = 0
+        t.pointee.talkHold = 0
         convergedFlag.store(false, ordering: .relaxed)
     }
 

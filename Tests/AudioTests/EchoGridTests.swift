@@ -127,8 +127,11 @@ import Wire
     }
 
     /// The echo path changes (the board is moved: another room, 200 ms instead of 60 ms,
-    /// 6 dB louder) at 12 s, the far end alone throughout: audible again within 3 s, then
-    /// cancelled again. Measured: audible 1.6 s after the change, false again 4.3 s after.
+    /// 6 dB louder) at 12 s, the far end alone throughout: audible again within 5 s, then
+    /// cancelled again. Measured: audible 4.2 s after the change, false again 4.3 s after.
+    /// (It was 1.6 s before a user talking over the echo opened the microphone: a changed
+    /// path looks like double talk until the detector learns again, and a moved board
+    /// is rare where a barge-in is not; issue 33's table.)
     @Test func echoPathChangeIsAudibleAgain() throws {
         let fs = 16_000
         let a = gridSignals(GridCell(delayMS: 60, rt60: 0.3, echoToTalkerDB: 0, driftPPM: 0), rate: fs)
@@ -147,6 +150,6 @@ import Wire
         let recancelled = first(audible, false, from: again)
         print("echoAudible, path change at 12 s: cancelled at \(tenths(Double(cancelled) / 100)) s, audible again \(tenths(Double(again - 1200) / 100)) s after the change, false again \(recancelled.map { tenths(Double($0 - 1200) / 100) + " s" } ?? "never") after it")
         #expect(audible[1000..<1200].allSatisfy { !$0 }, "cancelled before the change")
-        #expect(again - 1200 <= 300)
+        #expect(again - 1200 <= 500)
     }
 }

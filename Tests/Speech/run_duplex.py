@@ -70,7 +70,9 @@ ROOMS = {
 # Silence that ends a reply on the speaker (the room's activity_gap_ms): longer than
 # the longest pause inside a reply sentence (160 ms, measured on the espeak WAVs).
 ACTIVITY_GAP_MS = 220
-VARIANTS = {"default": [], "full": ["--duplex", "full"], "aec": ["--aec"], "aec-full": ["--aec", "--duplex", "full"]}
+VARIANTS = {"default": [], "full": ["--duplex", "full"], "aec": ["--aec"], "aec-full": ["--aec", "--duplex", "full"],
+            # barge-in-ms candidates, for choosing its default (onset → speaker silent)
+            "barge100": ["--barge-in-ms", "100"], "barge140": ["--barge-in-ms", "140"]}
 
 
 def log(msg: str) -> None:
