@@ -10,17 +10,15 @@ import Wire
 /// with a silent speaker; see GridFigures).
 @Suite struct EchoGridTests {
     /// One corner of each kind: the loudest echo in the longest room 300 ms late with the
-    /// speaker's clock slow (the grid's worst double-talk SNR, 10.1 dB); the loudest echo
-    /// in the middle room with the clock fast; a quiet echo under a loud talker, 10 ms
-    /// late; and the middle echo in the longest room with the clock slow (the worst ERLE
-    /// before the search's changes, 17.3 dB with two restarts). Measured on merged main
-    /// (dB, ERLE / SNR): 32.8 / 8.3, 33.6 / 8.8, 37.1 / 15.1, 32.0 / 12.2.
-    ///
-    /// Short of the goal: with the echo 10 dB over the talker and the speaker's clock
-    /// 100 ppm off, the talker comes out at 8.3–8.8 dB, not 10 (one canceller restart in
-    /// each; Debian's stock speexdsp gave 10–11 dB on a drift-free scene, Linnet 3 dB
-    /// before issue 33). Those cells are held at 8 dB so that they cannot slip back
-    /// unseen; every other cell at the goal.
+    /// speaker's clock slow (the grid's worst double-talk SNR); the loudest echo in the
+    /// middle room with the clock fast; a quiet echo under a loud talker, 10 ms late; and
+    /// the middle echo in the longest room with the clock slow (the worst ERLE before the
+    /// search's changes, 17.3 dB with two restarts). Measured on branch aec2 (dB, ERLE /
+    /// SNR): 31.0 / 10.1, 34.6 / 11.6, 42.8 / 21.0, 27.4 / 18.7; "1 restarts" in the first
+    /// two is the delay search's first lock (from no delay to the echo's), not speexdsp
+    /// resetting itself (its own resets: 0). `make bench` (aec_grid) measures the same
+    /// figures, and all 81 cells at the goals (worst SNR 10.1 dB, this first cell; worst
+    /// ERLE 25.3 dB, d300_rt4_etrp10_ppm0).
     @Test(arguments: [GridCell(delayMS: 300, rt60: 0.6, echoToTalkerDB: 10, driftPPM: -100),
                       GridCell(delayMS: 120, rt60: 0.4, echoToTalkerDB: 10, driftPPM: 100),
                       GridCell(delayMS: 10, rt60: 0.2, echoToTalkerDB: -10, driftPPM: 100),
@@ -30,14 +28,13 @@ import Wire
         let f = try measureCell(cell, pipeline: GridPipeline(), clean: &clean)
         print("AEC grid \(cell.name): ERLE \(tenths(f.erle)) dB, double-talk SNR \(tenths(f.snr)) dB (against the output with the speaker on and no echo \(tenths(f.snrReferencePlaying)) dB, against the near end itself \(tenths(f.snrRaw)) dB); \(f.restarts) restarts, voice flag onsets \(f.onsets.map { $0.map { String($0) } ?? "-" }) ms")
         #expect(f.erle >= 25)
-        let hard = cell.echoToTalkerDB >= 10 && cell.driftPPM != 0
-        #expect(f.snr >= (hard ? 8 : 10))
+        #expect(f.snr >= 10)
     }
 
     /// The test can fail: without its double-talk detector (every frame with far end
     /// counted as echo alone) the canceller suppresses the talker with the echo when the
-    /// echo is 10 dB over the talker. Measured: SNR 9.9 dB with the detector, 5.7 dB
-    /// without (the goal is 10: 0.1 dB short here).
+    /// echo is 10 dB over the talker. Measured: SNR 13.1 dB with the detector, 2.7 dB
+    /// without.
     @Test func withoutTheDetectorTheTalkerIsLost() throws {
         let cell = GridCell(delayMS: 120, rt60: 0.4, echoToTalkerDB: 10, driftPPM: 0)
         var clean = GridCleanRuns()
@@ -46,8 +43,8 @@ import Wire
         pipeline.configure = { $0.detectsDoubleTalk = false }
         let without = try measureCell(cell, pipeline: pipeline, clean: &clean)
         print("AEC grid \(cell.name): double-talk SNR \(tenths(with.snr)) dB with the double-talk detector, \(tenths(without.snr)) dB without")
-        #expect(with.snr >= 9.5)
-        #expect(without.snr < with.snr - 3)
+        #expect(with.snr >= 10)
+        #expect(without.snr < 10)
     }
 }
 
