@@ -145,8 +145,8 @@ func tenths(_ x: Double) -> String {
     /// The residual echo suppressor (speexdsp's preprocessor fed with the canceller's
     /// state) behind the canceller: more ERLE, the near end as kept. The preprocessor
     /// delays its output by one frame (its overlap-add), so the SNR is taken one frame
-    /// on. Measured with Linnet's MDF tuning: RT60 0.2 s 27.5 → 33.6 dB, 0.5 s 21.0 →
-    /// 27.1 dB at 40 dB, 20 dB reached after 2.9 and 4.7 s; SNR unchanged within 0.1 dB
+    /// on. Measured with Linnet's MDF tuning: RT60 0.2 s 24.1 → 31.3 dB, 0.5 s 19.8 →
+    /// 27.8 dB at 40 dB, 20 dB reached after 2.0 and 2.2 s; SNR unchanged within 0.1 dB
     /// (untuned speexdsp: 23.8 → 26.7 and 17.9 → 21.3 dB, 3.3 and 3.7 s). The restart
     /// when the delay search first locks (0.8 s in) is most of what is left to 2 s.
     @Test(arguments: [0.2, 0.5])
