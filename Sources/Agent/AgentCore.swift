@@ -497,8 +497,11 @@ public final class AgentCore {
     /// Why a debounce: the flag is speexdsp's per-10 ms speech probability with a
     /// hysteresis, and it flips on for a frame or a few at a cough, a door, a cup set
     /// down, or a burst of residual echo while the canceller is still converging.
-    /// Cutting the assistant off for those feels broken; 200 ms (a syllable or two) is
-    /// past nearly all of them and still far sooner than the provider's VAD, which
+    /// Cutting the assistant off for those feels broken; the default, 100 ms (half a
+    /// syllable to a syllable), is past most of them and puts the speaker silent
+    /// 110–165 ms after the user's voice reaches the microphone in a room with no echo
+    /// (200 ms made it 155–205 ms; issue 33's goal is 150 ms; bench/duplex-wer.sh
+    /// --variants barge100 prints them), far sooner than the provider's VAD, which
     /// hears the audio a network trip later. The setting is there because rooms differ
     /// (a clattering kitchen wants longer, 0 leaves barge-in to the provider's VAD).
     /// Never in push-to-talk (the button barges in), in half duplex (the microphone is

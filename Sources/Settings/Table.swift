@@ -133,7 +133,7 @@ extension SettingsTable {
             $0.duplex = $1
         },
         .value("barge-in-ms", .whole(0...2_000, "0 (off) or a whole number of milliseconds from 1 to 2000", metavar: "MS"), .session, .agent,
-               default: "200", "voice mode with voice-flag: the user's voice held this long over the assistant cuts it at once, and what was heard of the reply is told to the provider (0: only the provider's VAD)") {
+               default: "100", "voice mode with voice-flag: the user's voice held this long over the assistant cuts it at once, and what was heard of the reply is told to the provider (0: only the provider's VAD)") {
             $0.bargeInMS = $1
         },
         .value("max-session-minutes", .whole(1...1440, "a whole number of minutes from 1 to 1440"), .session, .agent, default: "60",

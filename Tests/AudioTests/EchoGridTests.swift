@@ -10,17 +10,15 @@ import Wire
 /// with a silent speaker; see GridFigures).
 @Suite struct EchoGridTests {
     /// One corner of each kind: the loudest echo in the longest room 300 ms late with the
-    /// speaker's clock slow (the grid's worst double-talk SNR, 10.1 dB); the loudest echo
-    /// in the middle room with the clock fast; a quiet echo under a loud talker, 10 ms
-    /// late; and the middle echo in the longest room with the clock slow (the worst ERLE
-    /// before the search's changes, 17.3 dB with two restarts). Measured on merged main
-    /// (dB, ERLE / SNR): 32.8 / 8.3, 33.6 / 8.8, 37.1 / 15.1, 32.0 / 12.2.
-    ///
-    /// Short of the goal: with the echo 10 dB over the talker and the speaker's clock
-    /// 100 ppm off, the talker comes out at 8.3–8.8 dB, not 10 (one canceller restart in
-    /// each; Debian's stock speexdsp gave 10–11 dB on a drift-free scene, Linnet 3 dB
-    /// before issue 33). Those cells are held at 8 dB so that they cannot slip back
-    /// unseen; every other cell at the goal.
+    /// speaker's clock slow (the grid's worst double-talk SNR); the loudest echo in the
+    /// middle room with the clock fast; a quiet echo under a loud talker, 10 ms late; and
+    /// the middle echo in the longest room with the clock slow (the worst ERLE before the
+    /// search's changes, 17.3 dB with two restarts). Measured (dB, ERLE / SNR): 33.1 /
+    /// 10.2, 36.2 / 11.4, 42.7 / 21.5, 29.3 / 18.9; "1 restarts" in the first two is the
+    /// delay search's first lock (from no delay to the echo's), not speexdsp resetting
+    /// itself (its own resets: 0). `make bench` (aec_grid) measures the same figures, and
+    /// all 81 cells at the goals (worst SNR 10.2 dB, this first cell; worst ERLE 26.5 dB,
+    /// d300_rt4_etrp10_ppm0).
     @Test(arguments: [GridCell(delayMS: 300, rt60: 0.6, echoToTalkerDB: 10, driftPPM: -100),
                       GridCell(delayMS: 120, rt60: 0.4, echoToTalkerDB: 10, driftPPM: 100),
                       GridCell(delayMS: 10, rt60: 0.2, echoToTalkerDB: -10, driftPPM: 100),
@@ -30,14 +28,13 @@ import Wire
         let f = try measureCell(cell, pipeline: GridPipeline(), clean: &clean)
         print("AEC grid \(cell.name): ERLE \(tenths(f.erle)) dB, double-talk SNR \(tenths(f.snr)) dB (against the output with the speaker on and no echo \(tenths(f.snrReferencePlaying)) dB, against the near end itself \(tenths(f.snrRaw)) dB); \(f.restarts) restarts, voice flag onsets \(f.onsets.map { $0.map { String($0) } ?? "-" }) ms")
         #expect(f.erle >= 25)
-        let hard = cell.echoToTalkerDB >= 10 && cell.driftPPM != 0
-        #expect(f.snr >= (hard ? 8 : 10))
+        #expect(f.snr >= 10)
     }
 
     /// The test can fail: without its double-talk detector (every frame with far end
     /// counted as echo alone) the canceller suppresses the talker with the echo when the
-    /// echo is 10 dB over the talker. Measured: SNR 9.9 dB with the detector, 5.7 dB
-    /// without (the goal is 10: 0.1 dB short here).
+    /// echo is 10 dB over the talker. Measured: SNR 12.7 dB with the detector, 3.1 dB
+    /// without.
     @Test func withoutTheDetectorTheTalkerIsLost() throws {
         let cell = GridCell(delayMS: 120, rt60: 0.4, echoToTalkerDB: 10, driftPPM: 0)
         var clean = GridCleanRuns()
@@ -46,8 +43,8 @@ import Wire
         pipeline.configure = { $0.detectsDoubleTalk = false }
         let without = try measureCell(cell, pipeline: pipeline, clean: &clean)
         print("AEC grid \(cell.name): double-talk SNR \(tenths(with.snr)) dB with the double-talk detector, \(tenths(without.snr)) dB without")
-        #expect(with.snr >= 9.5)
-        #expect(without.snr < with.snr - 3)
+        #expect(with.snr >= 10)
+        #expect(without.snr < 10)
     }
 }
 
@@ -89,8 +86,8 @@ import Wire
 
     /// No echo at all (a headset, or the speaker far away): the reference plays, the
     /// microphone hears noise, then the user talking over the far end (12 s on). Measured:
-    /// false 500 ms of far-end signal after its onset (560 ms in time), and false from then
-    /// on, through the user's speech; ERL reported as 60 dB (the far end over the noise).
+    /// false 460 ms after the far end's onset, and false from then on, through the user's
+    /// speech; ERL reported as 57.8 dB (the far end over the noise).
     @Test func noEchoIsNotAudibleWithinHalfASecond() throws {
         let cell = GridCell(delayMS: 120, rt60: 0.3, echoToTalkerDB: -200, driftPPM: 0)
         let s = gridSignals(cell, rate: 16_000)
@@ -107,8 +104,8 @@ import Wire
 
     /// A loud echo (10 dB over the talker, RT60 0.3 s, 120 ms): audible from the far end's
     /// onset until the canceller has cancelled it to under −50 dBFS, then not; the ERLE
-    /// reported then is what was measured. Measured: false after 2.7 s, ERL 3.6 dB, ERLE
-    /// 33 dB at 11.99 s.
+    /// reported then is what was measured. Measured: false after 7.4 s (the test's limit is 8),
+    /// ERL 1.7 dB, ERLE 32.3 dB at 11.99 s.
     @Test func loudEchoIsAudibleUntilCancelled() throws {
         let cell = GridCell(delayMS: 120, rt60: 0.3, echoToTalkerDB: 10, driftPPM: 0)
         let s = gridSignals(cell, rate: 16_000)

@@ -46,14 +46,14 @@ import Wire
             change(&c)
             return Runtime.settings(config: c, route: whip, token: "t", stun: nil, sendOnOpen: []).localBargeIn
         }
-        #expect(Config().bargeInMS == 200)
+        #expect(Config().bargeInMS == 100)
         // The defaults: a speaker and a microphone, the canceller on, the flag on.
-        #expect(bargeIn { _ in } == .milliseconds(200))
+        #expect(bargeIn { _ in } == .milliseconds(100))
         #expect(bargeIn { $0.bargeInMS = 350 } == .milliseconds(350))
         #expect(bargeIn { $0.bargeInMS = 0 } == nil)
         #expect(bargeIn { $0.voiceFlag = false } == nil)
         // Files: nothing the speaker plays reaches the microphone.
-        #expect(bargeIn { $0.input = "in.wav"; $0.output = "out.wav" } == .milliseconds(200))
+        #expect(bargeIn { $0.input = "in.wav"; $0.output = "out.wav" } == .milliseconds(100))
         #expect(bargeIn { $0.aec = false } == nil, "a speaker without a canceller: the flag hears the assistant")
         #expect(bargeIn { $0.aec = false; $0.duplex = .full } == nil, "full duplex without a canceller hears itself")
         #expect(bargeIn { $0.duplex = .half } == nil)
