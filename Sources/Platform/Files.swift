@@ -212,7 +212,7 @@ public struct ServiceUser: Sendable, Equatable {
     public var groups: [(name: String, gid: UInt32)]
 
     public static func == (a: ServiceUser, b: ServiceUser) -> Bool {
-        a.name.bytesEqual(b.name) && a.uid == b.uid && a.gid == b.gid && a.groups.map(\.gid) == b.groups.map(\.gid)
+        a.name.bytesEqual(b.name) && a.uid == b.uid && a.gid == b.gid && a.groups.map { $0.gid } == b.groups.map { $0.gid }
     }
 
     /// `name` and the groups the unit names, or nil when there is no such user.
@@ -229,7 +229,7 @@ public struct ServiceUser: Sendable, Equatable {
 
     /// Becomes this user for the rest of the process (no way back); the errno on failure.
     public func become() -> Result<Void, SystemError> {
-        var ids = groups.map(\.gid)
+        var ids = groups.map { $0.gid }
         let r = ids.withUnsafeMutableBufferPointer { csystem_become(uid, gid, $0.baseAddress, Int32($0.count)) }
         return r == 0 ? .success(()) : .failure(SystemError("setresuid", code: -r))
     }

@@ -41,7 +41,7 @@ enum AnswerCommand {
                 if !signals.drain().isEmpty { loop.stop() }
             }
             if seconds > 0 { loop.schedule(after: .seconds(Int64(seconds))) { loop.stop() } }
-            Log.info("answer: listening on http://\(answerer.address) (WHIP: POST /whip; backend: POST /voice/CHAT), mode \(mode.rawValue)\(config.advertise.isEmpty ? "" : ", advertising " + config.advertise.map(\.description).joined(separator: ", "))")
+            Log.info("answer: listening on http://\(answerer.address) (WHIP: POST /whip; backend: POST /voice/CHAT), mode \(mode.rawValue)\(config.advertise.isEmpty ? "" : ", advertising " + config.advertise.map { $0.description }.joined(separator: ", "))")
             writeOut("READY \(answerer.address.port)\n")
             do throws(SystemError) { try loop.run() } catch { throw CLIFailure(.software, error.description) }
             answerer.closeAll()

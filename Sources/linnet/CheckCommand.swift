@@ -72,7 +72,7 @@ enum CheckCommand {
             if let user = ServiceUser.lookup(config.serviceUser, supplementary: ["audio", "gpio", "spi"]) {
                 switch user.become() {
                 case .success:
-                    let groups = user.groups.map(\.name).joined(separator: " ")
+                    let groups = user.groups.map { $0.name }.joined(separator: " ")
                     line("user", .success("the rest is checked as the service's user \(user.name) (uid \(user.uid), groups \(groups.isEmpty ? "none" : groups)), as it runs"))
                 case .failure(let e):
                     warning("user", "cannot become the service's user \(user.name) (\(e)): the rest is checked as root, which may open what the service cannot")
