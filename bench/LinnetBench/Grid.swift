@@ -22,6 +22,15 @@ func knob(_ name: String, _ fallback: Double) -> Double {
     return atof(v)
 }
 
+/// Whether `part` occurs in `name` (the Embedded subset has no `String.contains(String)`).
+func hasPart(_ name: String, _ part: String) -> Bool {
+    let n = Array(name.utf8), p = Array(part.utf8)
+    if p.isEmpty { return true }
+    if p.count > n.count { return false }
+    for i in 0...(n.count - p.count) where Array(n[i..<(i + p.count)]) == p { return true }
+    return false
+}
+
 func percentile(_ sorted: [Int], _ p: Int) -> Int {
     sorted.isEmpty ? -1 : sorted[min(sorted.count - 1, sorted.count * p / 100)]
 }
@@ -41,7 +50,7 @@ func runEchoGrid() throws(AudioError) {
     var met = 0, metERLE = 0, metSNR = 0, cells = 0
     var onsets: [Int] = [], missed = 0
     var falseOn = 0, falseHeld = 0, falseSeconds = 0.0
-    for cell in GridScene.cells where match.isEmpty || match.contains(where: { cell.name.contains($0) }) {
+    for cell in GridScene.cells where match.isEmpty || match.contains(where: { hasPart(cell.name, $0) }) {
         let f = try measureCell(cell, pipeline: pipeline, clean: &clean)
         cells += 1
         let tag = "aec_grid_" + cell.name
