@@ -999,10 +999,11 @@ public final class AgentCore {
     }
 
     /// How much of the provider's audio the speaker has played out (ms of its stream, by
-    /// the playback device's clock) and where the stretch now playing began: the
-    /// runtime reports it before each uplink frame, so a cut knows what was heard.
-    public func downlink(heard: Int, spurtStart: Int?) {
-        conversation.downlink(heard: heard, spurtStart: spurtStart)
+    /// the playback device's clock), where the stretch now playing began, and where the
+    /// audible part of what was played ended (nil: not known): the runtime reports it
+    /// before each uplink frame, so a cut knows what was heard.
+    public func downlink(heard: Int, spurtStart: Int?, voiceEnd: Int? = nil) {
+        conversation.downlink(heard: heard, spurtStart: spurtStart, voiceEnd: voiceEnd)
     }
 
     var silence: [Int16] = []

@@ -411,6 +411,8 @@ public struct RealtimeConversation: Sendable {
     /// where the current stretch of it began (`downlink(heard:spurtStart:)`).
     private var heardMilliseconds = 0
     private var spurtStartMilliseconds: Int? = nil
+    /// Where the audible part of what was heard ended (nil: the caller cannot tell).
+    private var voiceEndMilliseconds: Int? = nil
     /// The assistant message whose audio plays (from `response.output_item.added`).
     private struct AudioItem {
         var id: String
@@ -625,12 +627,18 @@ public struct RealtimeConversation: Sendable {
     /// Milliseconds of `item`'s audio the speaker has played. Its start is where the
     /// stretch of received audio began when that was near its response's start (RTP
     /// and the channel's events race), else the moment the response or its audio began
-    /// (a provider that streams without pause).
+    /// (a provider that streams without pause). Its end is where the audible audio
+    /// heard ended, when that is known: the event that cuts a reply can come a second
+    /// late (the data channel retransmits over a lossy path) while the provider's RTP
+    /// goes on with silence, and that silence is not the item's audio. The server
+    /// refuses an `audio_end_ms` past what it sent.
     private func heardOf(_ item: AudioItem) -> Int {
         guard let started = item.startedAt else { return 0 }
         var start = started
         if let s = spurtStartMilliseconds, s >= started - 500 { start = s }
-        return max(0, heardMilliseconds - start)
+        var end = heardMilliseconds
+        if let v = voiceEndMilliseconds { end = min(end, v) }
+        return max(0, end - start)
     }
 
     /// What was heard of `text` in `ms` of its audio: the words up to the point the
@@ -714,9 +722,10 @@ public struct RealtimeConversation: Sendable {
     /// How much of the provider's audio the speaker has played out so far (`heard`, ms of
     /// its stream as the device's playback clock counts it) and where the stretch now
     /// playing began (nil: none yet); the caller reports it before each uplink frame.
-    public mutating func downlink(heard: Int, spurtStart: Int?) {
+    public mutating func downlink(heard: Int, spurtStart: Int?, voiceEnd: Int? = nil) {
         heardMilliseconds = max(heardMilliseconds, heard)
         spurtStartMilliseconds = spurtStart
+        voiceEndMilliseconds = voiceEnd
     }
 
     /// A text message arrived on the channel.

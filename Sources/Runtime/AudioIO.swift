@@ -244,21 +244,34 @@ public final class AudioIO {
             return 0
         }
         let n = min(pendingCount, piece, out.count)
-        for i in 0..<n { out[i] = pending[pendingStart + i] }
+        var peak: Int32 = 0
+        for i in 0..<n {
+            let x = pending[pendingStart + i]
+            out[i] = x
+            peak = max(peak, Int32(x) < 0 ? -Int32(x) : Int32(x))
+        }
         pendingStart += n
         pendingCount -= n
         if let duplex {
-            ledger.queued(end: duplex.playbackPipeline.ring.writePosition &+ n, samples: n, stream: pendingIsStream ? n : 0)
+            // Audible: over -60 dBFS at its peak. A provider's silent frames between
+            // replies decode to (near) zero, and must not count as a reply heard.
+            ledger.queued(end: duplex.playbackPipeline.ring.writePosition &+ n, samples: n,
+                          stream: pendingIsStream ? n : 0, audible: peak > 32)
         }
         return n
     }
 
-    /// How much of the provider's stream the speaker has played out by now, and where
-    /// the stretch now playing began, in ms of the stream.
-    func downlinkHeard() -> (heard: Int, spurtStart: Int?) {
-        guard let duplex else { return (ledger.milliseconds(ledger.streamTotal), ledger.spurtStart.map { ledger.milliseconds($0) }) }
-        let heard = ledger.heardStream(atRing: duplex.playbackPipeline.heardPosition(at: MonotonicClock.now()))
-        return (ledger.milliseconds(heard), ledger.spurtStart.map { ledger.milliseconds($0) })
+    /// How much of the provider's stream the speaker has played out by now, where the
+    /// stretch now playing began, and where the audible part of what was played ended,
+    /// in ms of the stream.
+    func downlinkHeard() -> (heard: Int, spurtStart: Int?, voiceEnd: Int) {
+        let spurt = ledger.spurtStart.map { ledger.milliseconds($0) }
+        guard let duplex else {
+            return (ledger.milliseconds(ledger.streamTotal), spurt, ledger.milliseconds(ledger.voiceEndTotal))
+        }
+        let position = duplex.playbackPipeline.heardPosition(at: MonotonicClock.now())
+        return (ledger.milliseconds(ledger.heardStream(atRing: position)), spurt,
+                ledger.milliseconds(ledger.heardVoiceEnd(atRing: position)))
     }
 
     /// A failing `--output` (a full disk, `EFBIG` past `LimitFSIZE=`) loses the rest of

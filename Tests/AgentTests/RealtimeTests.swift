@@ -1246,6 +1246,29 @@ private enum Fixture {
         #expect(try truncate(drain(&c))?["audio_end_ms"]?.int64 == 900)
     }
 
+    @Test("a cut told late (the channel retransmitting over loss) counts only the voice heard, not the silence after it")
+    func lateCutStopsAtTheVoicesEnd() throws {
+        var c = opened(settings(.vad))
+        // 2.5 s of the reply was voiced, then the provider's VAD stopped it and its RTP
+        // went on with silent frames; the cleared event came 1.4 s after.
+        replying(&c, eventAt: 2_000, spurt: 2_000, played: 2_500)
+        c.downlink(heard: 2_000 + 3_900, spurtStart: 2_000, voiceEnd: 2_000 + 2_500)
+        _ = receive(&c, Self.speechStarted)
+        let t = try #require(try truncate(receive(&c, Fixture.audioCleared)))
+        #expect(t["audio_end_ms"]?.int64 == 2_500)
+    }
+
+    @Test("a cut before the reply's first audible sound played truncates at 0")
+    func cutBeforeTheVoice() throws {
+        var c = opened(settings(.ptt))
+        // The response began at 5 s of the stream; the voice heard last ended at 4.2 s
+        // (the reply before): nothing of this item has sounded yet.
+        replying(&c, eventAt: 5_000, spurt: 5_000, played: 300)
+        c.downlink(heard: 5_300, spurtStart: 5_000, voiceEnd: 4_200)
+        c.press(now: at(0))
+        #expect(try truncate(drain(&c))?["audio_end_ms"]?.int64 == 0)
+    }
+
     @Test("Linnet's voice flag in voice mode truncates too")
     func localSpeechTruncates() throws {
         var c = opened(settings(.vad))

@@ -255,6 +255,33 @@ struct DriftRun {
         #expect(l.streamTotal == 23 * 960)
     }
 
+    /// A provider that streams silent frames between replies: the silence is stream, but
+    /// neither starts a spurt nor moves where the voice heard ended.
+    @Test func silentStreamIsNotVoice() {
+        var l = PlayoutLedger(rate: 48_000)
+        var end = 0
+        func queue(_ pieces: Int, audible: Bool) {
+            for _ in 0..<pieces { end += 480; l.queued(end: end, samples: 480, stream: 480, audible: audible) }
+        }
+        queue(100, audible: true)  // a 1 s reply
+        let replyEnd = end
+        queue(30, audible: false)  // 300 ms of silent frames
+        #expect(l.streamTotal == 130 * 480 && l.voiceEndTotal == 100 * 480)
+        // Played 150 ms into the silence: 1.15 s of stream heard, the voice ended at 1 s.
+        #expect(l.heardStream(atRing: replyEnd + 7_200) == 48_000 + 7_200)
+        #expect(l.heardVoiceEnd(atRing: replyEnd + 7_200) == 48_000)
+        // Mid-reply (within the stretches kept) the voice's end is the played position.
+        #expect(l.heardVoiceEnd(atRing: 43_300) == 43_300)
+        // The next reply starts a spurt where it becomes audible, after 300 ms of silence.
+        queue(10, audible: true)
+        #expect(l.spurtStart == 130 * 480)
+        #expect(l.heardVoiceEnd(atRing: end) == 140 * 480)
+        // A 100 ms quiet moment inside a reply does not.
+        queue(10, audible: false)
+        queue(5, audible: true)
+        #expect(l.spurtStart == 130 * 480)
+    }
+
     @Test func onlyTheNewestStretchesAreKept() {
         var l = PlayoutLedger(rate: 16_000)
         var end = 0
