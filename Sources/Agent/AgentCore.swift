@@ -672,6 +672,10 @@ public final class AgentCore {
         f.append(("concealed", .number(JSONNumber(media.concealed))))
         f.append(("fec_recovered", .number(JSONNumber(media.fecRecovered))))
         f.append(("srtp_dropped", .number(JSONNumber(stats.srtpDropped))))
+        // What could not go: the socket refused it, or RTP/SRTP could not make the
+        // packet (shown once there is any).
+        if stats.sendFailed > 0 { f.append(("send_failed", .number(JSONNumber(stats.sendFailed)))) }
+        if stats.rtpNotProtected > 0 { f.append(("rtp_not_protected", .number(JSONNumber(stats.rtpNotProtected)))) }
         // DTLS/SRTP from addresses ICE never validated, and STUN that failed its
         // integrity check: strangers (issue 13), dropped without an answer.
         f.append(("stranger_dropped", .number(JSONNumber(stats.unvalidatedDropped + p.iceStats.unauthenticated))))

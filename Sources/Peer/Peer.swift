@@ -106,6 +106,13 @@ public struct PeerStats: Equatable, Sendable {
     public var directionDropped = 0
     /// SCTP packets DTLS refused to send.
     public var dataChannelSendErrors = 0
+    /// Datagrams the driver could not hand to the kernel (`transmitFailed`): a full
+    /// socket buffer, no route. Lost, as the network would lose them; `rtpSent` and
+    /// `rtcpSent` count only what went.
+    public var sendFailed = 0
+    /// Audio frames RTP packetization or SRTP protection refused (a payload too large for
+    /// the packet, an SRTP error): not sent, their time passes.
+    public var rtpNotProtected = 0
     /// Round-trip time from the peer's last report about our stream (RFC 3550 §6.4.1).
     public var roundTripTime: Duration? = nil
     /// The peer's view of our stream: fraction lost (0–255) and interarrival jitter (ticks).
@@ -483,10 +490,12 @@ public final class Peer {
             return
         }
         let result: Int? = scratch.withUnsafeMutableBytes { buffer in
+            // Each refusal is counted below (`rtpNotProtected`); the error says no more
+            // than that the packet could not be made.
             guard let n = try? sender.packetize(payload: payload, samples: samples, now: now, into: buffer) else { return nil }
             return try? outbound.protectRTP(buffer, length: n)
         }
-        guard let length = result else { return }
+        guard let length = result else { stats.rtpNotProtected += 1; return }
         stats.rtpSent += 1
         stats.rtpBytesSent += length
         transmits.append((datagram(length), path.local, path.remote))
@@ -504,13 +513,18 @@ public final class Peer {
     /// `sendAudio(_:samples:now:)` then decide.
     public func sendAudio(samples: UInt32, now: Instant, encode: (UnsafeMutableRawBufferPointer) -> Int?) {
         let header = RTPPacket.fixedHeaderLength
+        var notProtected = false
         let length: Int? = scratch.withUnsafeMutableBytes { buffer in
             let room = UnsafeMutableRawBufferPointer(rebasing: buffer[header..<(buffer.count - SRTPContext.rtpOverhead)])
             guard let n = encode(room), n >= 0, n <= room.count else { return nil }
             guard connected, let outbound, currentPath != nil, negotiated?.audioDirection.sends ?? false else { return nil }
-            guard let packet = try? sender.packetize(payloadLength: n, samples: samples, now: now, into: buffer) else { return nil }
-            return try? outbound.protectRTP(buffer, length: packet)
+            notProtected = true  // until it is: counted as `rtpNotProtected`
+            guard let packet = try? sender.packetize(payloadLength: n, samples: samples, now: now, into: buffer),
+                  let length = try? outbound.protectRTP(buffer, length: packet) else { return nil }
+            notProtected = false
+            return length
         }
+        if notProtected { stats.rtpNotProtected += 1 }
         guard let length, let path = currentPath else {
             // Not sent (nothing encoded, not connected, not ours to send): time moves on.
             if length == nil { sender.skip(samples: samples) }
@@ -519,6 +533,21 @@ public final class Peer {
         stats.rtpSent += 1
         stats.rtpBytesSent += length
         transmits.append((datagram(length), path.local, path.remote))
+    }
+
+    /// The driver could not send a `.transmit`'s datagram (the socket said no): counted
+    /// in `sendFailed`, and taken back out of `rtpSent` / `rtcpSent` when it was RTP or
+    /// RTCP (RFC 7983 §7: first byte 128–191; RTCP's packet types 192–223, RFC 5761 §4),
+    /// so the stats say what went.
+    public func transmitFailed(_ bytes: [UInt8]) {
+        stats.sendFailed += 1
+        guard bytes.count >= 2, bytes[0] >= 128, bytes[0] <= 191 else { return }
+        if bytes[1] >= 192 && bytes[1] <= 223 {
+            stats.rtcpSent = max(0, stats.rtcpSent - 1)
+        } else {
+            stats.rtpSent = max(0, stats.rtpSent - 1)
+            stats.rtpBytesSent = max(0, stats.rtpBytesSent - bytes.count)
+        }
     }
 
     /// Hands back the array of a `.transmit` once it is sent, so the next datagram can be

@@ -17,6 +17,7 @@ public final class Call {
     var onEvent: (PeerEvent) -> Void = { _ in }
     var onAudio: (ReceivedAudio) -> Void = { _ in }
     var receiveBuffer = [UInt8](repeating: 0, count: 2048)
+    var sendFailures = SendFailures()
     let started: Instant
     var closed = false
 
@@ -35,11 +36,8 @@ public final class Call {
         var config = PeerConfiguration(hostAddresses: bound)
         config.ice.stunServer = stun
         config.ice.advertised = advertised
-        // A voice call never goes quiet for long (audio or RTCP every second): 1.5 s of
-        // nothing → an early consent check, unanswered 1.5 s → disconnected, so a
-        // vanished provider is noticed within 3 s (issue 6).
-        config.ice.silenceProbe = .milliseconds(1500)
-        config.ice.disconnectedTimeout = .milliseconds(1500)
+        // The same consent timing as `run`'s calls: one policy, in ICE.
+        config.ice.useVoiceCallConsent()
         var seed: UInt64 = 0
         do throws(DTLSError) {
             for b in try crypto.bytes(8) { seed = seed << 8 | UInt64(b) }
@@ -94,8 +92,14 @@ public final class Call {
             case .transmit(let bytes, let from, let to):
                 guard let socket = sockets.first(where: { $0.localAddress == from }) else { continue }
                 // A send error (no route, unreachable) is what ICE and consent checks
-                // are there to notice; the datagram is simply lost.
-                _ = try? socket.send(bytes, to: to)
+                // are there to notice; the datagram is lost, counted and said once.
+                var refused: SystemError? = nil
+                var sent = false
+                do throws(SystemError) { sent = try socket.send(bytes, to: to) } catch { refused = error }
+                if !sent {
+                    peer.transmitFailed(bytes)
+                    if let line = sendFailures.note(refused, to: to) { Log.warning(line) }
+                }
                 peer.recycle(bytes)
             case .event(let e):
                 if case .audio(let a) = e { onAudio(a) } else { onEvent(e) }

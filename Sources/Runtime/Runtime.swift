@@ -104,15 +104,8 @@ public final class Runtime {
         policy.iceRestart = route.restartsICE
         var peer = PeerConfiguration(hostAddresses: addresses)
         peer.ice.stunServer = stun
-        // A voice call never goes quiet for long (audio or RTCP every second): 1 s of
-        // nothing → an early consent check, unanswered 2 s → disconnected, so a
-        // vanished provider is noticed within 3 s (issue 6). Not 1.5 s + 1.5 s: a check
-        // then has only one retransmission (at 0.5 s) before the verdict, and at 1 %
-        // loss each way that made about 8 false `disconnected`s (and ICE restarts) a day
-        // (AgentTests' soak); in 2 s it gets two (0.5 s, 1.5 s).
-        peer.ice.silenceProbe = .milliseconds(1000)
+        peer.ice.useVoiceCallConsent()
         peer.ice.tcpActive = config.iceTCP
-        peer.ice.disconnectedTimeout = .milliseconds(2000)
         var realtime = RealtimeSettings(config: config)
         // Without a transcription model the service sends no user transcripts; on the
         // direct OpenAI route Linnet asks for its small one unless told otherwise (a
@@ -198,7 +191,7 @@ public final class Runtime {
         audio.onFrame = { [unowned(unsafe) self] frame in
             self.feedAudioCounters()
             let d = self.audio.downlinkHeard()
-            self.core.downlink(heard: d.heard, spurtStart: d.spurtStart)
+            self.core.downlink(heard: d.heard, spurtStart: d.spurtStart, voiceEnd: d.voiceEnd)
             // The capture thread's flag, read from its atomic (the thread itself only
             // stores it): first, so a barge-in's flush comes before this frame goes.
             if let canceller { self.core.echo(audible: canceller.echoAudible, now: self.loop.now) }
@@ -294,7 +287,13 @@ public final class Runtime {
                 // The `from` address names the path: a host socket, or a relayed
                 // candidate's allocation (RFC 8445 §5.1.1.2: its base is itself).
                 if let socket = sockets[id]?.first(where: { $0.localAddress == from }) {
-                    _ = try? socket.send(bytes, to: to)
+                    var refused: SystemError? = nil
+                    var sent = false
+                    do throws(SystemError) { sent = try socket.send(bytes, to: to) } catch { refused = error }
+                    if !sent {
+                        core.peer(of: id)?.transmitFailed(bytes)
+                        if let line = sendFailures.note(refused, to: to) { Log.warning("session \(id): " + line) }
+                    }
                 } else if let relay = relayPaths[id]?.first(where: { $0.relayedAddress == from }) {
                     relay.send(bytes, to: to)
                 } else if from.port == 9, core.settings.peer.ice.tcpActive {
@@ -372,7 +371,10 @@ public final class Runtime {
     }
 
     /// The realm each configured TURN server accepted its credentials under.
-    var pinnedRealms: [String: String] = [:]
+    /// Keyed by the server URL's bytes: String keys hash through Unicode normalisation,
+    /// which would link its tables into the release binary (scripts/unicode-users.py).
+    var pinnedRealms: [[UInt8]: String] = [:]
+    var sendFailures = SendFailures()
     /// TURN servers the provider's answers named (added for later sessions).
     var learnedRelays: [(server: TURNServer, address: SocketAddress)] = []
     var learnResolver: BackgroundResolver?
@@ -403,11 +405,11 @@ public final class Runtime {
             let configured = i < parts.relays.count
             // The configured credentials stay with the realm they were first accepted
             // under (TURNServer.realm).
-            if configured { server.realm = pinnedRealms[server.url.description] }
+            if configured { server.realm = pinnedRealms[Array(server.url.description.utf8)] }
             let path = RelayPath(loop: loop, server: server, address: r.address, tls: tls, seed: seed)
             let name = "\(r.server) (\(r.address))"
             path.onAllocated = { [unowned(unsafe) self] path, relayed, mapped in
-                if configured, let realm = path.client.realm { self.pinnedRealms[server.url.description] = realm }
+                if configured, let realm = path.client.realm { self.pinnedRealms[Array(server.url.description.utf8)] = realm }
                 let after = path.allocatedAfter?.milliseconds ?? 0
                 self.core.relayAllocated(session: id, relayed: relayed, mapped: mapped, server: r.address.ip,
                                          via: "\(name) over \(r.server.transport) in \(after) ms", now: self.loop.now)

@@ -112,3 +112,20 @@ extension HTTPClientError {
         }
     }
 }
+
+/// Datagrams a socket refused, said once per reason: a path that fails (no route, a
+/// full buffer) fails for every packet, 50 a second, and the log must not drown in
+/// them. The peer counts each one (`Peer.transmitFailed`, the stats' `send_failed`).
+struct SendFailures {
+    /// errno values already said; 0 stands for a full socket buffer.
+    private var said: [Int32] = []
+
+    /// The line to log for this failure, the first time its reason is seen.
+    mutating func note(_ error: SystemError?, to address: SocketAddress) -> String? {
+        let code = error?.code ?? 0
+        guard !said.contains(code) else { return nil }
+        said.append(code)
+        let why = error.map { $0.description } ?? "the socket's send buffer is full"
+        return "a datagram to \(address) was not sent (\(why)); counted in send_failed, said once"
+    }
+}

@@ -224,8 +224,7 @@ final class ProviderWorld {
         let route = WorldProvider.route(o.route)
         policy.iceRestart = route.restartsICE
         var peer = PeerConfiguration(hostAddresses: [])
-        peer.ice.silenceProbe = .milliseconds(1000)
-        peer.ice.disconnectedTimeout = .milliseconds(2000)
+        peer.ice.useVoiceCallConsent()
         var realtime = RealtimeSettings(turnDetection: o.pushToTalk ? .ptt : .vad)
         if o.route == .openai {
             realtime.transcriptionModel = "gpt-4o-mini-transcribe"

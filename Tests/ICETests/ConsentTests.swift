@@ -55,11 +55,10 @@ func connectedWorld(seed: UInt64 = 7) -> TwoAgents {
     }
 
     @Test func silenceProbeNoticesAVanishedPeerWithinThreeSeconds() throws {
-        // With only consent checks as traffic (no media in this harness) and
-        // silenceProbe 1.5 s / disconnectedTimeout 1.5 s, as Linnet's calls use them.
+        // With only consent checks as traffic (no media in this harness) and the
+        // consent timing every Linnet call uses (1 s of silence, then 2 s unanswered).
         var config = ICEConfig()
-        config.silenceProbe = .milliseconds(1500)
-        config.disconnectedTimeout = .milliseconds(1500)
+        config.useVoiceCallConsent()
         var w = TwoAgents(seed: 11, configA: config, configB: config)
         w.connectSignaling()
         w.run(until: Instant.zero + .seconds(5)) { $0.bothConnected }
@@ -72,8 +71,8 @@ func connectedWorld(seed: UInt64 = 7) -> TwoAgents {
         let lastArrival = try #require(w.delivered.last { $0.1.to == TwoAgents.addressA }?.0)
         #expect(lastArrival <= blackholeAt)
         let disconnectedAt = try #require(TwoAgents.firstTime(w.eventsA, .stateChanged(.disconnected)))
-        // Independent bound: the last packet A received, plus 1.5 s of silence, plus 1.5 s
-        // unanswered (the "within 3 s").
+        // Independent bound: the last packet A received, plus 1 s of silence, plus 2 s
+        // unanswered: within 3 s.
         #expect(disconnectedAt <= lastArrival + .seconds(3), "disconnected \(disconnectedAt - lastArrival) after the last packet")
         #expect(disconnectedAt > blackholeAt)
     }

@@ -48,6 +48,34 @@ import SRTP
         if case .transmit = net.offerer.pollOutput() { Issue.record("sent a packet for a frame that was not encoded") }
     }
 
+    /// The stats say what went: a datagram the driver could not send comes back out of
+    /// `rtpSent` (and its bytes), counted as `sendFailed`; RTCP likewise out of
+    /// `rtcpSent`; anything else (STUN, DTLS) only counts as a failure. A payload too
+    /// large for the packet is refused and counted, never sent.
+    @Test func whatCouldNotGoIsCountedNotSent() throws {
+        let net = try TwoPeers(seed: 34)
+        net.run(until: net.now + .seconds(2))
+        _ = drainAudio(net.offerer)
+        let sent = net.offerer.stats.rtpSent, bytes = net.offerer.stats.rtpBytesSent
+        let datagram = try #require(sendInPlace(net.offerer, frame(5, tag: 0x11), now: net.now))
+        #expect(net.offerer.stats.rtpSent == sent + 1 && net.offerer.stats.rtpBytesSent == bytes + datagram.count)
+        net.offerer.transmitFailed(datagram)
+        #expect(net.offerer.stats.rtpSent == sent && net.offerer.stats.rtpBytesSent == bytes)
+        #expect(net.offerer.stats.sendFailed == 1)
+        // RTCP (a receiver report's packet type, 201, in the second byte).
+        let rtcp = net.offerer.stats.rtcpSent
+        net.offerer.transmitFailed([0x81, 201, 0, 7] + [UInt8](repeating: 0, count: 28))
+        #expect(net.offerer.stats.rtcpSent == max(0, rtcp - 1) && net.offerer.stats.rtpSent == sent)
+        // A STUN binding request (first byte 0): neither.
+        net.offerer.transmitFailed([0x00, 0x01, 0x00, 0x00] + [UInt8](repeating: 0, count: 16))
+        #expect(net.offerer.stats.sendFailed == 3 && net.offerer.stats.rtpSent == sent)
+        // A payload that leaves no room for SRTP's tag is refused: counted, not sent.
+        let huge = [UInt8](repeating: 0x22, count: 4_000)
+        huge.withUnsafeBytes { net.offerer.sendAudio($0, samples: 960, now: net.now) }
+        #expect(net.offerer.stats.rtpNotProtected == 1 && net.offerer.stats.rtpSent == sent)
+        if case .transmit = net.offerer.pollOutput() { Issue.record("sent a packet that could not be made") }
+    }
+
     /// Allocations per packet on the loop (issue 18): a sent datagram handed back with
     /// `recycle` carries the next one in its own storage (one allocation fewer than a
     /// send without it, counted by CAllocCounter), and what it carries is the next
