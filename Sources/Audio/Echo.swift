@@ -293,6 +293,11 @@ public final class EchoCanceller: AudioHook, @unchecked Sendable {
     /// Whether this frame may hold the near end: double talk, or no far end to echo
     /// (`detectTalk`); capture thread only, for the attached preprocessor.
     private(set) var nearEnd = true
+    /// Whether the voice flag may count this frame as the user: `nearEnd`, or the
+    /// microphone standing well over the echo a weak coupling explains (`detectTalk`'s
+    /// `userTalks`), which fires before the filter has learned the path; capture
+    /// thread only.
+    private(set) var voiceNearEnd = true
     /// Whether the residual suppressor may treat this frame as echo alone at full
     /// strength (`detectTalk`); capture thread only.
     private(set) var suppressHard = false
@@ -587,6 +592,7 @@ public final class EchoCanceller: AudioHook, @unchecked Sendable {
             t.pointee.talk = false
             t.pointee.sinceTalk = 0
             nearEnd = true
+            voiceNearEnd = true
             suppressHard = false
             return false
         }
@@ -633,6 +639,7 @@ public final class EchoCanceller: AudioHook, @unchecked Sendable {
         }
         t.pointee.talk = doubleTalk
         nearEnd = doubleTalk
+        voiceNearEnd = userTalks
         // Echo alone for 0.6 s and a filter that cancels 6 dB: the suppressor's full
         // strength (12 dB more on its residual estimate). Not sooner after the near end:
         // the detector misses a talker's quieter frames (at 10 dB of echo over the
@@ -1020,9 +1027,11 @@ public final class SpeexPreprocessor: AudioHook, @unchecked Sendable {
         if outputEnergy &* 4 >= lastInputEnergy {
             if outputEnergy >= floorEnergy &* 64 { kept = true }
         }
-        // Behind a canceller: only where its double-talk detector says near end
-        // (EchoCanceller.nearEnd).
-        if !nearEnd { kept = false }
+        // Behind a canceller: only where it says the near end may talk (its double-talk
+        // detector, or the weak-coupling rule: EchoCanceller.voiceNearEnd).
+        if let cancellerRef {
+            if !cancellerRef._withUnsafeGuaranteedRef({ $0.voiceNearEnd }) { kept = false }
+        }
         lastInputEnergy = inputEnergy
         let p = Int(speexPreGet(state, SPEEX_PREPROCESS_GET_PROB))
         probability.store(p, ordering: .relaxed)

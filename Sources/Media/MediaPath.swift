@@ -23,6 +23,10 @@ public final class MediaPath {
     /// concealed frames (a lost packet's time is still the stream's), not the silence
     /// played while nothing is buffered. What a barge-in measures the reply's audio in.
     public private(set) var streamSamples = 0
+    /// Whether the last `playout` frame was concealment of a lost packet (not decoded,
+    /// nor recovered by FEC): the stream's time, but not the far end's sound, so what
+    /// the speaker played of a reply does not end on it.
+    public private(set) var lastConcealed = false
     /// Frames played since the last quiet one.
     var sinceQuiet = 0
     var lastQuiet = false
@@ -112,6 +116,7 @@ public final class MediaPath {
         let before = jitter.counters
         var n: Int
         var stream = true
+        lastConcealed = false
         switch jitter.pop(now: now, quiet: quiet) {
         case .packet(let p):
             if let m = decode(p.payload, fec: false) {
@@ -128,6 +133,7 @@ public final class MediaPath {
             } else {
                 n = decode(nil, fec: false) ?? 0
                 stats.concealed += 1
+                lastConcealed = true
             }
         case .empty:
             n = decode(nil, fec: false) ?? 0

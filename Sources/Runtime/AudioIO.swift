@@ -56,7 +56,7 @@ public final class AudioIO {
     /// Writes the provider's voice into the buffer (which holds 120 ms) and returns the
     /// samples written (0 when there is nothing to play: silence is played) and how many
     /// of them are the provider's stream (`MediaPath.streamSamples`).
-    var onPlayout: (UnsafeMutableBufferPointer<Int16>) -> (samples: Int, stream: Int) = { _ in (0, 0) }
+    var onPlayout: (UnsafeMutableBufferPointer<Int16>) -> (samples: Int, stream: Int, concealed: Bool) = { _ in (0, 0, false) }
     /// What was queued for the speaker, to tell what of it has been heard.
     var ledger: PlayoutLedger
     /// The decoded frame being handed over in 10 ms pieces (`playout`).
@@ -64,6 +64,7 @@ public final class AudioIO {
     var pendingStart = 0
     var pendingCount = 0
     var pendingIsStream = false
+    var pendingConcealed = false
     var clock: UplinkClock
     var uplinkTimer: EventLoop.TimerID?
     var source: EventLoop.SourceID?
@@ -236,6 +237,7 @@ public final class AudioIO {
             pendingStart = 0
             pendingCount = max(0, min(got.samples, pending.count))
             pendingIsStream = got.stream > 0
+            pendingConcealed = got.concealed
         }
         let piece = rate / 100
         // Nothing decoded: DuplexAudio plays 10 ms of silence.
@@ -253,10 +255,11 @@ public final class AudioIO {
         pendingStart += n
         pendingCount -= n
         if let duplex {
-            // Audible: over -60 dBFS at its peak. A provider's silent frames between
-            // replies decode to (near) zero, and must not count as a reply heard.
+            // Audible: over -60 dBFS at its peak, and decoded. A provider's silent
+            // frames between replies decode to (near) zero, and concealment of a lost
+            // packet is the decoder's guess: neither may end a reply heard.
             ledger.queued(end: duplex.playbackPipeline.ring.writePosition &+ n, samples: n,
-                          stream: pendingIsStream ? n : 0, audible: peak > 32)
+                          stream: pendingIsStream ? n : 0, audible: peak > 32 && !pendingConcealed)
         }
         return n
     }

@@ -205,10 +205,10 @@ public final class Runtime {
         }
         // Playout is pulled by the speaker's clock (Devices' DuplexAudio), not a timer.
         audio.onPlayout = { [unowned(unsafe) self] out in
-            guard let m = self.activeMedia else { return (0, 0) }
+            guard let m = self.activeMedia else { return (0, 0, false) }
             let before = m.streamSamples
             let n = m.playout(now: self.loop.now, into: out)
-            return (n, m.streamSamples - before)
+            return (n, m.streamSamples - before, m.lastConcealed)
         }
         try audio.start()
         if let lights {
@@ -492,7 +492,7 @@ public final class Runtime {
     public func dispose() {
         audio.onFrame = { _ in }
         audio.onSkip = { _ in }
-        audio.onPlayout = { _ in (0, 0) }
+        audio.onPlayout = { _ in (0, 0, false) }
         onStopped = { _ in }
         lights?.state = { (.idle, 0) }
         core.makeMedia = { _ in nil }

@@ -199,15 +199,19 @@ struct DriftRun {
         let input = tone(1_920 * 20, rate: 48_000)
         var out = [Int16](repeating: 0, count: near.clock.maxPacketSamples)
         var lengths: [Int] = []
+        var concealedAt: [Int] = []
         for k in 0..<20 where k != 12 {
             let payload = input.withUnsafeBufferPointer { far.encode(Array($0[(k * 1920)..<((k + 1) * 1920)])) }!
             near.received(sequence: Int64(k), timestamp: UInt32(k * 1920), payload: payload, arrival: Instant(nanoseconds: Int64(k) * 40_000_000))
         }
         for k in 0..<19 {
             lengths.append(out.withUnsafeMutableBufferPointer { near.playout(now: Instant(nanoseconds: Int64(k) * 40_000_000 + 100_000_000), into: $0) })
+            if near.lastConcealed { concealedAt.append(k) }
         }
         #expect(lengths.allSatisfy { $0 == 1_920 }, "\(lengths)")
         #expect(near.stats.fecRecovered + near.stats.concealed == 1)
+        // The lost frame, if concealed rather than recovered, is the one said so.
+        #expect(concealedAt == (near.stats.concealed == 1 ? [12] : []))
     }
 
     /// Nothing before the first packet: the speaker side plays silence of its own.
