@@ -167,9 +167,11 @@ import Glibc
         #expect(r.out.contains("standin_check: passed"))
     }
 
-    /// A short whole call (run_duplex.py --ci: no-echo room, no loss, three requests
-    /// each 300 ms after a reply): it connects, audio goes both ways, the recogniser
-    /// understands most of what the provider received and what the speaker played.
+    /// A short whole call (run_duplex.py --ci: the handset room's live echo path, no
+    /// loss, three requests, the second cutting in over the first reply): it connects,
+    /// audio goes both ways, the recogniser understands most of what the provider
+    /// received and what the speaker played, the barge-in cuts the reply, and the
+    /// truncate Linnet sends is within the audio the stand-in sent.
     /// Not under the sanitizers (scripts/sanitize.sh): the whole call is a real-time
     /// judge of understanding, and a debug build several times slower on its audio
     /// threads would make it judge the sanitizer.
@@ -182,7 +184,7 @@ import Glibc
         let r = try DuplexRoomTests.tool(python, [DuplexRoomTests.root + "/Tests/Speech/run_duplex.py", "--ci",
                                                  "--linnet", Linnet.executable.path, "--interop-python", interop, "--out", out])
         #expect(r.status == 0, "\(r.out)\n\(r.err)")
-        #expect(r.out.contains("BENCH duplex_wer_noecho_0_up "))
+        #expect(r.out.contains("BENCH duplex_wer_handset_0_up "))
         #expect(r.out.contains("ci: passed"))
     }
 }
