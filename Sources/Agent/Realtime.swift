@@ -597,19 +597,21 @@ public struct RealtimeConversation: Sendable {
             responseRequested = false
             ignoreNextResponse = true
         }
-        let wasPlaying = audioPlaying
+        let wasPlaying = audioPlaying, wasResponding = responseActive
         setSpeaking(response: false, audio: false)
         queue.append(.flushPlayback)
-        if wasPlaying { truncateHeard() }
+        // A response cut before its audio began to play was heard not at all: its item
+        // is truncated at 0, so the model's context does not hold a reply nobody heard.
+        if wasPlaying || wasResponding { truncateHeard(played: wasPlaying) }
     }
 
     /// The assistant's audio was cut (a barge-in here, or the server's VAD): tell the
     /// server how much of the item the user heard (`conversation.item.truncate`, FIELD:
     /// it also drops the transcript nobody heard from the model's context), once per
     /// item, and give its held final line as the heard part.
-    private mutating func truncateHeard() {
+    private mutating func truncateHeard(played: Bool = true) {
         guard var item = audioItem, item.truncatedAt == nil else { return }
-        let ms = heardOf(item)
+        let ms = played ? heardOf(item) : 0
         item.truncatedAt = ms
         if truncatedItems.count >= 16 { truncatedItems.removeFirst() }
         truncatedItems.append((item.id, ms))

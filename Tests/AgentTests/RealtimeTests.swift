@@ -1258,6 +1258,19 @@ private enum Fixture {
         #expect(t["audio_end_ms"]?.int64 == 2_500)
     }
 
+    @Test("a press while the response is made but its audio has not begun truncates its item at 0")
+    func pressBeforeTheAudio() throws {
+        var c = opened(settings(.ptt))
+        c.downlink(heard: 3_000, spurtStart: 0, voiceEnd: 3_000)  // an earlier reply still playing
+        _ = receive(&c, Fixture.responseCreated)
+        _ = receive(&c, Self.itemAdded)
+        c.downlink(heard: 3_400, spurtStart: 0, voiceEnd: 3_400)
+        c.press(now: at(0))
+        let t = try #require(try truncate(drain(&c)))
+        #expect(t["item_id"]?.string == Fixture.replyItem)
+        #expect(t["audio_end_ms"]?.int64 == 0)
+    }
+
     @Test("a cut before the reply's first audible sound played truncates at 0")
     func cutBeforeTheVoice() throws {
         var c = opened(settings(.ptt))
