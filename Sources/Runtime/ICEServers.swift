@@ -6,12 +6,12 @@ import ICE
 import Settings
 import Agent
 import Signaling
-import Runtime
+import CSystem
 
-enum ICEServers {
+public enum ICEServers {
     /// TURN servers with credentials; a `turn:` URL without them is a configuration
     /// error (exit 78) now rather than a 401 at every session.
-    static func turnServers(_ config: Config) throws(CLIFailure) -> [TURNServer] {
+    public static func turnServers(_ config: Config) throws(CLIFailure) -> [TURNServer] {
         let urls = config.iceServers.filter { $0.isTURN }
         if config.iceTransportPolicy == .relay && urls.isEmpty {
             throw CLIFailure(.config, "ice-transport-policy relay needs a turn: or turns: URL in ice-server")
@@ -30,18 +30,18 @@ enum ICEServers {
     }
 
     /// The first `stun:` URL, when `stun` itself is not set.
-    static func stun(_ config: Config) -> HostPort? {
+    public static func stun(_ config: Config) -> HostPort? {
         if let s = config.stun { return s }
         guard let u = config.iceServers.first(where: { $0.scheme == .stun }) else { return nil }
         return HostPort(host: u.host, port: u.port)
     }
 
-    static func credential(_ config: Config) throws(CLIFailure) -> String? {
+    public static func credential(_ config: Config) throws(CLIFailure) -> String? {
         if let c = config.iceCredential { return c }
         var path = config.iceCredentialFile
         if path == nil, let dir = environment("CREDENTIALS_DIRECTORY") {
             let p = dir + "/ice-credential"
-            if RunCommand.unreadable(p) == nil { path = p }
+            if unreadable(p) == nil { path = p }
         }
         guard let path else { return nil }
         let file: (bytes: [UInt8], info: RegularFileInfo)
@@ -57,7 +57,7 @@ enum ICEServers {
     /// Each server's address, looked up off the loop and bounded (5 s in all). A server
     /// that cannot be resolved is left out with a warning: the call may not need it,
     /// and the next start tries again. IPv4 first (a relay reaches IPv4 peers).
-    static func resolve(_ servers: [TURNServer], loop: EventLoop, timeout: Duration = .seconds(5),
+    public static func resolve(_ servers: [TURNServer], loop: EventLoop, timeout: Duration = .seconds(5),
                         warn: (String) -> Void) -> [(server: TURNServer, address: SocketAddress)] {
         var out: [(server: TURNServer, address: SocketAddress)] = []
         var pending: [(TURNServer, Int)] = []
@@ -100,5 +100,16 @@ enum ICEServers {
             }
         }
         return out
+    }
+
+    /// Why `path` cannot be read by this process (nil: it can), with a hint when only
+    /// root can.
+    public static func unreadable(_ path: String) -> String? {
+        guard access(path, R_OK) != 0 else { return nil }
+        let code = csystem_errno()
+        var text = "cannot read \(path): \(SystemError.message(code))"
+        var info = stat()
+        if code == EACCES, geteuid() != 0, stat(path, &info) == 0, info.st_uid == 0 { text += " — root only: use sudo" }
+        return text
     }
 }

@@ -8,16 +8,15 @@ import SRTP
 import DTLS
 import Devices
 import Agent
-import Runtime
 import ICE
 
-enum SelfTest {
+public enum SelfTest {
     struct Failure: Error {
         let why: String
         init(_ why: String) { self.why = why }
     }
 
-    static func run() -> ExitStatus {
+    public static func run() -> ExitStatus {
         let checks: [(String, () throws(Failure) -> String)] = [
             ("crc", crc),
             ("opus", opus),

@@ -80,14 +80,7 @@ enum RunCommand {
 
     /// Why `path` cannot be read, in words a person can act on ("…: Permission denied —
     /// root only: use sudo"); nil when it can be.
-    static func unreadable(_ path: String) -> String? {
-        guard access(path, R_OK) != 0 else { return nil }
-        let code = csystem_errno()
-        var text = "cannot read \(path): \(SystemError.message(code))"
-        var info = stat()
-        if code == EACCES, geteuid() != 0, stat(path, &info) == 0, info.st_uid == 0 { text += " — root only: use sudo" }
-        return text
-    }
+    static func unreadable(_ path: String) -> String? { ICEServers.unreadable(path) }
 
     static func signalingHost(_ route: Route) -> String {
         switch route {
