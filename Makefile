@@ -30,7 +30,7 @@ build: deps
 
 ## test: the whole test suite, full Swift, warnings as errors; the interop tests run
 ## against the aiortc peer in build/interop-venv (made by Tests/Interop/setup.sh), the
-## duplex judges (issue 33) with the speech venv build/speech-venv (Tests/Speech/setup.sh)
+## duplex judges with the speech venv build/speech-venv (Tests/Speech/setup.sh)
 test: deps
 	swift build --build-tests -Xswiftc -warnings-as-errors
 	AIORTC_PYTHON="$$(Tests/Interop/setup.sh | tail -n 1)" SPEECH_PYTHON="$$(Tests/Speech/setup.sh | tail -n 1)" swift test --skip-build
@@ -89,7 +89,7 @@ bench: size release
 clean:
 	rm -rf .build build
 
-# --- On the board (issue 7): packages, the unit check ---------------------------------
+# --- On the board: packages, the unit check -------------------------------------------
 .PHONY: deb deb-host test-deb check-unit bench-board
 
 ## deb: the arm64 package from the release binary → build/linnet_<version>_arm64.deb
@@ -114,7 +114,7 @@ bench-board: deb
 	@scripts/check-unit.sh
 	@echo "BENCH deb_arm64_bytes $$(stat -c %s build/linnet_$$(scripts/version.sh)_arm64.deb) bytes"
 
-# --- Fuzzing and sanitizers (issue 8) ------------------------------------------------
+# --- Fuzzing and sanitizers ----------------------------------------------------------
 .PHONY: fuzz fuzz-ci sanitize tsan
 FUZZ_SECONDS ?= 60
 

@@ -73,7 +73,7 @@ if [[ " $kernels " == *" aec "* ]]; then
     echo "BENCH aec_rooms_${key%_tenths}$suffix $(awk -v t="$tenths" 'BEGIN { printf "%.1f", t / 10 }') $unit"
   done
 fi
-# Issue 33's grid of rooms (bench/LinnetBench/Grid.swift): 81 cells of echo delay
+# The echo grid of rooms (bench/LinnetBench/Grid.swift): 81 cells of echo delay
 # 10/120/300 ms, RT60 0.2/0.4/0.6 s, echo 10 dB under to 10 dB over the talker and
 # −100/0/+100 ppm, each with its ERLE and double-talk SNR, then the worst of each and how
 # many cells meet 25 dB / 10 dB. Run as it is (not under callgrind): about two minutes.
@@ -92,7 +92,7 @@ if [ -n "$opus" ]; then
   echo "BENCH opus_decode_instructions_per_frame$suffix $(instructions opus_decode 50 100) instructions"
 fi
 
-# The encoder at the complexities the default was chosen from (issue 18): instructions
+# The encoder at the complexities the default was chosen from: instructions
 # per second of audio (50 frames of 20 ms), and the speech quality each gives
 # (bench/opus-quality.py: aligned SNR and spectral distortion in 300–7000 Hz; it needs
 # numpy, found in the interop venv of Tests/Interop/setup.sh or the system Python).

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Issue 33's table: "talk over the assistant and be understood", measured on a whole
+# The duplex table: "talk over the assistant and be understood", measured on a whole
 # `linnet run` in real time (Tests/Speech/run_duplex.py; Tests/Speech/README.md says
 # what each figure means). Three rooms (no echo, handset, speaker board) at 0 % and
 # 10 % loss, ten requests each; BENCH duplex_wer_<room>_<loss>_<up|down>[_<variant>]

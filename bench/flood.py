@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Linnet under streams that never run dry (RELIABILITY.md "Attacks and floods").
+"""Linnet under streams that never run dry (docs/RELIABILITY.md "Attacks and floods").
 
 Two floods from Tests/Interop/hostile_server.py, each against `linnet run` for
 --seconds (default 15) on loopback:

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""The latency Linnet adds, measured (issue 33): `linnet run`, unmodified, in real time
+"""The latency Linnet adds, measured: `linnet run`, unmodified, in real time
 against the Realtime stand-in (Tests/Interop/realtime_standin.py) on loopback, no relay,
 no loss, with the room plugin (Tests/Room) as its microphone and speaker: 10 ms ALSA
 periods (the room's default), Linnet's own defaults (20 ms frames, voice mode, aec auto,
@@ -39,7 +39,7 @@ samples, on the room's speaker.
                  heard − q): the jitter buffer's wait, decoding, Linnet's playback
                  queues, the device's buffer (below).
   beyond_jitter_target the same minus the jitter buffer's target delay at that moment
-                 (`jitter_target_ms` of Linnet's stats lines, one a second): the issue's
+                 (`jitter_target_ms` of Linnet's stats lines, one a second): the delay
                  "beyond the jitter buffer's target".
   device         the device's part: from the playback write that carried the packet's
                  first sample (the room logs each write, `log_writes`, with the frames

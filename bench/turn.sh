@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# TURN and ICE-TCP figures on loopback, one BENCH line each (issue 16):
+# TURN and ICE-TCP figures on loopback, one BENCH line each:
 #   turn_connect_ms_<path>   offer POST → first SRTP audio packet received, median of 5
 #                            calls to aiortc through coturn: host (no relay), turn_udp,
 #                            turn_tcp, turn_tls (ice-transport-policy relay, so the

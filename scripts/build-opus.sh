@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Builds libopus 1.3.1 for arm64 from Debian's source package, as a static library for
-# the release binary, configured for what Linnet uses (issue 18):
+# the release binary, configured for what Linnet uses:
 # - no custom modes: Debian configures --enable-custom-modes (non-Opus CELT modes such as
 #   44.1 kHz), whose mode-building code the release binary carried; Linnet speaks
 #   standard Opus at 48 kHz only;

@@ -6,9 +6,9 @@
 # the canceller that ships.
 #
 # Why not Debian's libspeexdsp: its canceller converges slower and cancels less than
-# issue 15 asks (about 2 s, 25 dB); the patch's two changes (a faster initial learning
+# Linnet needs (about 2 s, 25 dB); the patch's two changes (a faster initial learning
 # rate, a steadier leak estimate) take ERLE up by about 6 dB and convergence down by
-# about 0.6 s (figures in the patch). Why floating point, not FIXED_POINT as before: on
+# about 0.6 s (figures in the patch). Why floating point, not FIXED_POINT: on
 # EchoCancellerTests' rooms the fixed-point MDF lost 3-5 dB of ERLE (RT60 0.5 s: 14.5 dB
 # against 19.4 alone) and cost more instructions a frame (bench/audio.sh embedded,
 # aec_instructions_per_frame_osize: 1.62 M fixed, 1.34 M float on x86-64); a Pi's

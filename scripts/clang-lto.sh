@@ -9,11 +9,10 @@
 # For the same triple as the Swift bitcode (lld warns when LTO merges modules of
 # different triples), the arm64 library is compiled for aarch64-none-none-elf with the
 # Linux defines and the cross glibc headers that the Swift build gives Clang's importer.
-# Measured (stripped, the rest unchanged): arm64 1,701,920 → 1,666,488 bytes (mbedtls
-# and libsrtp by gcc -Os took 174,665; `make size` now counts 116,712 under their names,
-# the rest inlined into Swift callers or outlined); host 2,201,144 → 2,184,752. A call's
-# instructions outside Opus stay where they were (bench/call-instructions.sh: 4.28 M a
-# call-second).
+# Against the same libraries built by gcc -Os it keeps the arm64 binary about 35 KB
+# smaller (`make size` shows what remains under their names; the rest is inlined into
+# Swift callers or outlined), and a call's instructions outside Opus the same
+# (bench/call-instructions.sh).
 # -flto is in the MinSizeRel flags only: CMake's configure checks (the compiler's
 # identification, TestBigEndian) read strings from objects they compile, which must
 # then be machine code.

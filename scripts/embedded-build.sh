@@ -33,7 +33,7 @@ case "$arch" in
     cc=aarch64-linux-gnu-gcc; strip=aarch64-linux-gnu-strip; objcopy=aarch64-linux-gnu-objcopy
     libdir=/usr/lib/aarch64-linux-gnu
     # Segments aligned to 16 KiB, not ld's aarch64 default of 64 KiB: the file then
-    # carries at most 16 KiB of padding between text and data (it carried ~50 KiB), and
+    # carries at most 16 KiB of padding between text and data (not up to 64), and
     # the binary still loads on kernels with 4 KiB and 16 KiB pages (Raspberry Pi OS
     # on the Pi 5 uses 16 KiB); a 64 KiB-page kernel would refuse it.
     ldflags=(-Wl,-z,max-page-size=16384 -Wl,-z,common-page-size=4096)
@@ -99,8 +99,8 @@ for c in Sources/C*/module.modulemap; do includes+=(-I "$(dirname "$c")"); done
 # own for SwiftPM (the tests import it; the boundary is checked in every debug build),
 # but Embedded Swift makes every function's body available to its clients, and each
 # client object keeps its own local copies of what it inlines (merged thunks, static
-# arrays, strings): as a separate object, the I/O shell cost about 32 KB that it did
-# not cost inside the executable. Its sources join the executable's; an empty module of
+# arrays, strings): as a separate object, the I/O shell would cost about 32 KB that it
+# does not cost inside the executable. Its sources join the executable's; an empty module of
 # its name satisfies `import Runtime`.
 merged=(Runtime)
 is_merged() { local m; for m in "${merged[@]}"; do [ "$m" = "$1" ] && return 0; done; return 1; }
@@ -119,7 +119,7 @@ for line in "${modules[@]}"; do
   if [ "$kind" = executable ]; then
     for m in "${merged[@]}"; do mapfile -t -O "${#files[@]}" files < <(find "Sources/$m" -name '*.swift' | sort); done
   fi
-  # swiftc emits optimised LLVM IR (one module at a time, as before); the toolchain's
+  # swiftc emits optimised LLVM IR (one module at a time); the toolchain's
   # clang (the same LLVM) turns each into bitcode, and below generates one object from
   # all of them. See "One object" below for why.
   emit=(-emit-module -emit-module-path "$out/modules/$name.swiftmodule")
@@ -136,15 +136,14 @@ done
 
 # Link-time optimisation: lld takes every module's bitcode, sees the whole program and
 # generates it as one (full LTO), before linking it with the C libraries. The code is
-# what swiftc optimised module by module; what LTO adds (arm64 stripped, measured from
-# the same bitcode one after the other):
-# - before, clang generated one object from the linked bitcode with no LLVM pass run
-#   again, so every public symbol of a module stayed external and only --gc-sections
-#   removed unused code: 1,852,304 bytes;
+# what swiftc optimised module by module; what LTO adds:
 # - lld knows the executable exports nothing, so every Swift symbol becomes internal:
 #   unused functions, witness tables and metadata go, functions called once are
-#   inlined into their caller, and constants are propagated across modules:
-#   → 1,721,480 bytes. (The functions keep swiftc's -Osize attributes, minsize and
+#   inlined into their caller, and constants are propagated across modules. (One
+#   object generated from the linked bitcode with no LLVM pass run again would keep
+#   every public symbol of a module external, and only --gc-sections would remove
+#   unused code: about 130 KB more, arm64 stripped.)
+#   (The functions keep swiftc's -Osize attributes, minsize and
 #   optsize, so the second pipeline optimises them for size; the audio kernels marked
 #   @_optimize(speed) carry neither.)
 # - lld generates one section per function and per global, as clang did with
@@ -160,18 +159,18 @@ lto=(-Wl,-mllvm,-machine-outliner-reruns=2)
 # is the tuned build of scripts/build-speexdsp.sh, the same as the full build links),
 # ALSA dynamically: its plugins are loaded at run time and Debian ships no libasound.a.
 #
-# Linked by the toolchain's lld rather than GNU ld (arm64 stripped, measured one after
-# the other on the same objects: GNU ld 1,931,040 bytes; lld 1,921,944):
+# Linked by the toolchain's lld rather than GNU ld, for what lld does here that GNU ld
+# 2.40 does not (it is also a little smaller by itself):
 # - -z pack-relative-relocs: the ~1,900 relative relocations of a PIE (Swift metadata and
-#   every pointer in data) as a DT_RELR bitmap, 456 bytes instead of 45,960
-#   (→ 1,876,816). glibc 2.36 (Debian 12, Raspberry Pi OS bookworm) applies DT_RELR;
+#   every pointer in data) as a DT_RELR bitmap, about 0.5 KB instead of about 45 KB of
+#   RELA entries. glibc 2.36 (Debian 12, Raspberry Pi OS bookworm) applies DT_RELR;
 #   lld records the requirement as the GLIBC_ABI_DT_RELR version, so an older glibc
 #   refuses the binary at load with a clear message rather than running it unrelocated.
 #   GNU ld 2.40 packs relocations only for x86.
 # - --icf=safe: identical functions folded into one (Swift specialisations that compile
 #   to the same code), except those whose address is taken, as clang's address-
 #   significance table records; the C libraries are built by gcc, which writes no such
-#   table, so none of their functions are folded (→ 1,852,224). What a crash report
+#   table, so none of their functions are folded. What a crash report
 #   loses: a folded function's frames carry the name of the copy that was kept.
 # - -z now: every symbol bound at start, so the whole GOT is read-only after relocation
 #   (full RELRO); Linnet imports about 150 functions, bound once.

@@ -10,7 +10,7 @@
 #
 # `--demo` installs only what `make demo` needs (the host's C libraries, and what
 # rebuilding speexdsp from Debian's source takes): a newcomer's first command should not
-# pull in Go, coturn, GStreamer and an arm64 toolchain (issue 34).
+# pull in Go, coturn, GStreamer and an arm64 toolchain.
 set -euo pipefail
 quiet=0
 demo=0

@@ -500,7 +500,7 @@ public final class AgentCore {
     /// Cutting the assistant off for those feels broken; the default, 100 ms (half a
     /// syllable to a syllable), is past most of them and puts the speaker silent
     /// 110–165 ms after the user's voice reaches the microphone in a room with no echo
-    /// (200 ms made it 155–205 ms; issue 33's goal is 150 ms; bench/duplex-wer.sh
+    /// (200 ms would make it 155–205 ms, over the 150 ms aimed at; bench/duplex-wer.sh
     /// --variants barge100 prints them), far sooner than the provider's VAD, which
     /// hears the audio a network trip later. The setting is there because rooms differ
     /// (a clattering kitchen wants longer, 0 leaves barge-in to the provider's VAD).
@@ -677,7 +677,7 @@ public final class AgentCore {
         if stats.sendFailed > 0 { f.append(("send_failed", .number(JSONNumber(stats.sendFailed)))) }
         if stats.rtpNotProtected > 0 { f.append(("rtp_not_protected", .number(JSONNumber(stats.rtpNotProtected)))) }
         // DTLS/SRTP from addresses ICE never validated, and STUN that failed its
-        // integrity check: strangers (issue 13), dropped without an answer.
+        // integrity check: strangers, dropped without an answer.
         f.append(("stranger_dropped", .number(JSONNumber(stats.unvalidatedDropped + p.iceStats.unauthenticated))))
         if let rtt = stats.roundTripTime { f.append(("rtt_ms", .number(JSONNumber((Double(rtt.microseconds) / 100).rounded() / 10)))) }
         if let last = lastStats, now > last.at, media.bytesSent >= last.bytes {

@@ -311,7 +311,7 @@ public struct CarriedTurn: Sendable, Equatable {
 /// `received`, `handleTimeout` at `nextDeadline`), then drain `pollOutput()` until it
 /// returns `.none`.
 ///
-/// Turn rules (issue 17; OpenAI's Agents SDK does the same):
+/// Turn rules (OpenAI's Agents SDK does the same):
 /// - A release starts the `pttTailMilliseconds` tail; then the commit goes out. A press
 ///   during the tail continues the same turn (nothing was committed yet).
 /// - `response.create` follows `input_audio_buffer.committed`, never the commit itself:
@@ -775,7 +775,7 @@ public struct RealtimeConversation: Sendable {
     /// `audio.input.transcription.model`, `audio.input.turn_detection`,
     /// `audio.output.voice`). Fields left nil in the settings are not sent, so the
     /// server keeps its own (a backend may have set them when it created the session).
-    /// Every `session.update` sent on open, in order (issue 17): `turn_detection` in
+    /// Every `session.update` sent on open, in order: `turn_detection` in
     /// its own first update, so a refusal of the rest (a voice the session cannot
     /// change) cannot leave the server's VAD answering a push-to-talk device; then the
     /// rest. Only what is configured is sent: a backend's choices survive.

@@ -18,7 +18,7 @@
 //   (401/403) back off long: the token will not fix itself in half a second. A
 //   `Retry-After` is honoured as a floor, up to `maximumRetryAfter`; a capped one is
 //   reported with the wait that will really be done (the asked one beside it).
-// - A rollover switches at a quiet moment (issue 17): a rollover candidate that
+// - A rollover switches at a quiet moment: a rollover candidate that
 //   connects while the conversation is busy (the button held, the user speaking, the
 //   assistant answering: `setBusy`) waits, connected, until it is quiet, at the
 //   latest `switchGuard` before the primary's limit. The five-minute margin is the

@@ -191,8 +191,8 @@ public final class LiveReference: EchoReference, @unchecked Sendable {
 ///
 /// Delay and tail: MDF models `filterMilliseconds` of echo path (the room's tail; default
 /// 300 ms: with 250 ms, RT60 0.6 s rooms left up to 23 dB of uncancellable tail and the
-/// double-talk goal failed there; with 350 ms the filter converged too slowly, issue 33's
-/// grid). The echo delay (device buffers plus air, 10–300 ms here, unknown) is found
+/// double-talk goal failed there; with 350 ms the filter converged too slowly, on the
+/// echo grid of Tests/AudioTests/EchoGrid.swift). The echo delay (device buffers plus air, 10–300 ms here, unknown) is found
 /// first and the reference delayed by it, less a 20 ms margin: a filter long enough for
 /// delay and tail together (550 ms) converged far too slowly and stayed at 3–9 dB ERLE in
 /// the tests for 120 and 250 ms delays, against 16–19 dB for the delay-compensated one.
@@ -210,7 +210,7 @@ public final class LiveReference: EchoReference, @unchecked Sendable {
 /// nor decides in double talk. Its cost is 28,000 multiply-adds a frame (bench/audio.sh
 /// prints it).
 ///
-/// Double talk (issue 33: the user talks over the assistant). A detector on the filter's
+/// Double talk (the user talks over the assistant). A detector on the filter's
 /// output (`detectTalk`): the near end talks when the output stands 6 dB over what the
 /// filter leaves of the echo, measured on frames of echo alone. It
 /// - slows the filter's adaptation to a quarter (speexdsp's own step control already
@@ -218,7 +218,7 @@ public final class LiveReference: EchoReference, @unchecked Sendable {
 ///   filter from following the echo path where the live alignment moves it by a sample,
 ///   which clock drift does every 0.2 s at 100 ppm and 48 kHz);
 /// - keeps the delay search from learning or deciding (a talker 10 dB over the echo
-///   made it restart a working filter every 0.4 s of double talk: the issue's 3 dB);
+///   made it restart a working filter every 0.4 s of double talk: the grid's 3 dB);
 /// - sets the residual suppressor (patch, tuning 3): it learns per frequency bin what
 ///   the filter leaves of the echo on frames of echo alone, uses speexdsp's full echo
 ///   suppression on echo alone and its milder double-talk level while the near end talks,
@@ -437,7 +437,7 @@ public final class EchoCanceller: AudioHook, @unchecked Sendable {
     public var converged: Bool { convergedFlag.load(ordering: .relaxed) }
 
     /// Whether echo of what the speaker plays reaches what is sent loud enough to be
-    /// heard as speech by the provider (for the agent's half duplex, issue 33: judged by
+    /// heard as speech by the provider (for the agent's half duplex: judged by
     /// measurement, not by elapsed speech). Any thread; computed on the capture thread.
     ///
     /// - No far end (nothing played for about 0.5 s, `detectTalk`): false.
@@ -535,7 +535,7 @@ public final class EchoCanceller: AudioHook, @unchecked Sendable {
         // What the filter leaves of the echo, per bin, averaged over 128 frames of echo
         // alone (1.3 s, as the detector's sums): over 64 (0.64 s) the suppressor let
         // more of it through, the estimate dipping with the filter's good stretches
-        // (issue 33's grid: worst ERLE 25.3 dB against 26.5, worst double-talk SNR 10.1
+        // (the echo grid: worst ERLE 25.3 dB against 26.5, worst double-talk SNR 10.1
         // against 10.2, no cell's SNR more than 0.6 dB lower;
         // EchoCancellerTests.residualSuppressor, RT60 0.2 s: 29.9 dB against 31.3).
         if alone { speexEchoLearn(state, 128) }
@@ -612,7 +612,7 @@ public final class EchoCanceller: AudioHook, @unchecked Sendable {
         // 6 dB over the floor. The detector compares against what the *filter* leaves,
         // so it cannot fire before the filter has learned the path: with a weak echo (a
         // handset, echo 20 dB under the talker) that took seconds, and the hold swallowed
-        // the first word of every barge-in (issue 33's table: uplink WER 0.07).
+        // the first word of every barge-in (bench/duplex-wer.sh: uplink WER 0.07).
         // Only where the coupling is weak (ERL 9 dB and more, learned over half a second
         // of echo alone at least): with a loud echo, a changed path or a delay not yet
         // found looks just like a talker to this rule, and the detector learns there fast.
@@ -703,7 +703,7 @@ public final class EchoCanceller: AudioHook, @unchecked Sendable {
         // gaps between words): the microphone carries their voice, which half duplex
         // would throw away, and the echo under it is masked by it (the double-talk SNR).
         // On a speaker board a barge-in's first words were lost to the hold until the
-        // voice flag cut the reply (issue 33's table: uplink WER 0.175 against 0.000).
+        // voice flag cut the reply (bench/duplex-wer.sh: uplink WER 0.175 against 0.000).
         if t.pointee.talkHold > 0 { isAudible = false }
         audible.store(isAudible, ordering: .relaxed)
         if t.pointee.input > 0 {
@@ -745,7 +745,7 @@ public final class EchoCanceller: AudioHook, @unchecked Sendable {
     /// reference frame, `near` the microphone's. The decimated reference is always kept
     /// (its history must stay continuous); in double talk (`listen` false) nothing is
     /// learnt or decided: a near end louder than the echo buried its correlation, and
-    /// the search restarted a working filter every 0.4 s of double talk (issue 33).
+    /// the search would restart a working filter every 0.4 s of double talk.
     /// Returns whether the frame had far-end signal.
     @inline(__always) @discardableResult
     private func searchDelay(_ far: UnsafeMutablePointer<Int16>, _ near: UnsafeMutablePointer<Int16>, listen: Bool) -> Bool {
@@ -801,7 +801,7 @@ public final class EchoCanceller: AudioHook, @unchecked Sendable {
         // The earliest lag within 6 dB of the peak (and standing out as the peak must):
         // in a room a reflection can correlate more than the direct path, and a filter
         // that starts after the direct path cannot model it (the tests saw a 0.5 s room
-        // lock 44 ms late without this; with 3 dB, issue 33's grid saw RT60 0.6 s rooms
+        // lock 44 ms late without this; with 3 dB, the echo grid saw RT60 0.6 s rooms
         // lock 30 ms late, and restart once the direct path showed).
         for lag in 0..<best {
             let c = Double(corr[lag])
@@ -821,8 +821,8 @@ public final class EchoCanceller: AudioHook, @unchecked Sendable {
         let settled = locked >= 0 && s.pointee.sinceMove > 8
         // A filter that cancels is never restarted: over the last second or so of echo
         // alone it took 6 dB or more off the microphone. Without this, EchoDriftTests saw
-        // a settled filter at 21 dB restarted 10.5 s in by a reflection's peak, and issue
-        // 33's grid one at 9 dB, not yet settled, 5.6 s in (300 ms, RT60 0.2 s).
+        // a settled filter at 21 dB restarted 10.5 s in by a reflection's peak, and the
+        // echo grid one at 9 dB, not yet settled, 5.6 s in (300 ms, RT60 0.2 s).
         let t = talk.pointee
         if locked >= 0 && t.input > 0 && t.output * 4 <= t.input {
             s.pointee.agreeing = 0
@@ -854,7 +854,7 @@ public final class EchoCanceller: AudioHook, @unchecked Sendable {
         // direct path's for a while, and moving to it put the direct path before the
         // filter's start and restarted it three more times (RT60 0.5 s, 120 ms: ERLE 7.5 dB
         // after 12 s; with this rule one restart and 25.5 dB). A filter still holds a peak
-        // in its first half. (Until issue 33 the estimate also had to lie 5 ms in: one
+        // in its first half. (The estimate need not lie 5 ms in: requiring that, one
         // 2.5 ms before the filter restarted a converging filter in an RT60 0.6 s room of
         // the grid, which then missed 25 dB.)
         let latest = locked < 0 ? workRate.hertz / 25 : workRate.hertz / 1000 * filterMilliseconds / 2

@@ -145,7 +145,7 @@ public final class HighPassFilter: AudioHook, @unchecked Sendable {
             // Mono with a constant block length and unit stride, so LLVM unrolls and
             // vectorises both inner loops: B = 16 for cutoffs ≤ 20 Hz at 48 kHz, B = 4
             // for the product's default 80 Hz (`high-pass-hz`), which through the
-            // general strided loop below cost ~17,800 instructions a frame (issue 18).
+            // general strided loop below costs ~17,800 instructions a frame.
             switch design.log2Block {
             case 4:
                 removeDC(base, blocks: blocks, blockLength: 16, log2Block: 4, stride: 1,
@@ -155,7 +155,7 @@ public final class HighPassFilter: AudioHook, @unchecked Sendable {
                          kQ30: design.kQ30, dc: dcQ14, last: lastSample)
             default:
                 if hasLevelCache(info) {
-                    // In a chain: the output's peak is tracked in the output pass (issue 18),
+                    // In a chain: the output's peak is tracked in the output pass,
                     // and peak and energy handed on, so the limiter and meter after it
                     // measure nothing.
                     var (hi, lo) = removeDC4(base, blocks: blocks, kQ30: design.kQ30, dc: dcQ14, last: lastSample,

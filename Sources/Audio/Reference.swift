@@ -6,7 +6,7 @@ import Wire
 /// the capture thread through an SPSC ring; the capture side cuts out, for each capture
 /// frame, the samples that were playing while it was captured.
 ///
-/// Why: echo cancellation (issue 15) subtracts an estimate of the speaker's sound from
+/// Why: echo cancellation subtracts an estimate of the speaker's sound from
 /// the microphone. Its adaptive filter covers the acoustic path (tens to hundreds of
 /// milliseconds), but not an unknown, changing offset between the two streams: that is
 /// taken out here, from the devices' own delays (`snd_pcm_delay` on both sides, see

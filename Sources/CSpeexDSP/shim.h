@@ -32,7 +32,7 @@ static inline spx_int32_t linnet_echo_resets(SpeexEchoState *st) {
     return 0;
 #endif
 }
-// Tuning 3 (issue 33): the double-talk detector's hold on the filter, the weight update
+// Tuning 3 (double talk): the double-talk detector's hold on the filter, the weight update
 // the next cancellation call makes from the frame just processed scaled by q15 (32768:
 // as speexdsp); and, for a frame of echo alone, learning per bin what the filter leaves
 // of the echo (the residual estimate the preprocessor suppresses). -1 from a build

@@ -25,7 +25,7 @@ public struct CertificateFingerprint: Sendable, Equatable {
     /// (RFC 8827 §6.5 requires SHA-256 or better) or malformed hex.
     public init?(hashName: String, hex: String) {
         // ASCII case folding: SDP hash names are ASCII tokens (RFC 8122 §5), and
-        // String.lowercased() would link the stdlib's Unicode case tables (issue 18).
+        // String.lowercased() would link the stdlib's Unicode case tables.
         switch String(decoding: hashName.utf8.map { $0 >= 65 && $0 <= 90 ? $0 + 32 : $0 }, as: UTF8.self) {
         case "sha-256": algorithm = .sha256
         case "sha-384": algorithm = .sha384

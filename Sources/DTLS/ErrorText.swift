@@ -1,4 +1,4 @@
-// What a person reads when DTLS fails (issue 13): mbedtls' codes and the peer's alerts
+// What a person reads when DTLS fails: mbedtls' codes and the peer's alerts
 // in words that say what happened and what to look at, the code kept in parentheses
 // for a search or a bug report. Codes without words keep mbedtls' own text.
 import CMbedTLS

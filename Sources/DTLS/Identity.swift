@@ -1,4 +1,4 @@
-/// DTLS: DTLS 1.2 over mbedtls with in-memory I/O (issue 4), and the local identity it
+/// DTLS: DTLS 1.2 over mbedtls with in-memory I/O, and the local identity it
 /// presents: an ECDSA P-256 key and a self-signed certificate whose SHA-256 fingerprint
 /// goes into SDP (RFC 8827 §6.5, RFC 8122).
 ///

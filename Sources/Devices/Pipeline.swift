@@ -56,7 +56,7 @@ public final class CapturePipeline: CaptureSink, @unchecked Sendable {
     ///   - ringFrames: 10 ms frames the uplink ring holds (rounded up to a power of two).
     ///   - wakeFrames: 10 ms frames the consumer takes at a time (the loop's 20 ms
     ///     packets: 2); `notify` is signalled only once that much is waiting, not after
-    ///     every frame (issue 18: half the loop's wake-ups found nothing to take).
+    ///     every frame (else half the loop's wake-ups would find nothing to take).
     public init(device: DeviceFormat, rate: SampleRate, channel: Int?, chain: HookChain, notify: EventFD,
                 ringFrames: Int = 32, wakeFrames: Int = 1, reference: PlaybackReference? = nil) throws(AudioError) {
         self.device = device

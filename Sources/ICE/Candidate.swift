@@ -28,7 +28,7 @@ public enum CandidateTransport: Hashable, Sendable, CustomStringConvertible {
 
     init(token: Substring) {
         // ASCII case folding: the transport is an ASCII token (RFC 8839 §5.1); the
-        // stdlib's lowercased() would link its Unicode case tables (issue 18).
+        // stdlib's lowercased() would link its Unicode case tables.
         switch String(decoding: token.utf8.map { $0 >= 65 && $0 <= 90 ? $0 + 32 : $0 }, as: UTF8.self) {
         case "udp": self = .udp
         case "tcp": self = .tcp

@@ -1,5 +1,5 @@
 /// Peer: one WebRTC peer connection, sans-IO: the glue between ICE, DTLS, SRTP, RTP
-/// and (issue 5) SCTP on one bundled transport.
+/// and SCTP on one bundled transport.
 ///
 /// Design decisions:
 /// - One 5-tuple for everything (BUNDLE and rtcp-mux): incoming datagrams are
@@ -194,12 +194,12 @@ public final class Peer {
     var scratch = [UInt8](repeating: 0, count: 1500)
     /// A sent datagram's array handed back by the I/O shell (`recycle`), whose storage
     /// the next datagram built from `scratch` reuses: one audio packet every 20 ms then
-    /// costs no allocation on the loop (issue 18).
+    /// costs no allocation on the loop.
     var spareDatagram: [UInt8] = []
     /// The payload arrays of the last `payloadPool.count` `.audio` events. Once the
     /// jitter buffer has played one and let it go, the pool's is its only reference, and
-    /// the packet that many later is copied into its storage (issue 18: no allocation
-    /// per received packet). The jitter buffer lets a packet go within its delay, a few
+    /// the packet that many later is copied into its storage (no allocation per
+    /// received packet). The jitter buffer lets a packet go within its delay, a few
     /// frames; the pool spans 16 (320 ms).
     var payloadPool = [[UInt8]](repeating: [], count: 16)
     var payloadPoolNext = 0

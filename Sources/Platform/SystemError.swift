@@ -29,9 +29,9 @@ public struct SystemError: Error, Equatable, Sendable, CustomStringConvertible {
 /// result becomes a `SystemError` carrying errno.
 ///
 /// `call` is an autoclosure: it names the call only for the error, so a name built by
-/// interpolation (`"sendto \(address)"`) costs nothing on success. Built eagerly it was
-/// a string formatted and freed for every datagram sent (issue 18: ~1,900
-/// instructions and a few allocations a packet).
+/// interpolation (`"sendto \(address)"`) costs nothing on success. Built eagerly it would
+/// be a string formatted and freed for every datagram sent (~1,900 instructions and a
+/// few allocations a packet).
 @inline(__always)
 public func sys<T: BinaryInteger>(_ call: @autoclosure () -> String, _ body: () -> T) throws(SystemError) -> T {
     while true {

@@ -141,7 +141,7 @@ public final class AudioIO {
         // by itself when the loop cannot keep up (DuplexAudio.adaptTarget).
         duplexConfig.playoutTarget = .milliseconds(10)
         // Wake the loop once a whole uplink packet is waiting, not after every 10 ms
-        // frame (issue 18: half the wake-ups found nothing to send).
+        // frame (else half the wake-ups would find nothing to send).
         duplexConfig.captureWakeFrames = max(1, frameClock.milliseconds / 10)
         let duplex: DuplexAudio
         do throws(DuplexError) {

@@ -203,7 +203,7 @@ extension SettingsTable {
 
         .value("bitrate", .whole(6000...510_000, "a bitrate from 6000 to 510000 bit/s", metavar: "BPS"), .codec, [.agent, .audio],
                default: "32000", "target bitrate") { $0.bitrate = $1 },
-        // Default 10, libopus' own (issue 18, bench/opus-quality.py and bench/audio.sh):
+        // Default 10, libopus' own (measured by bench/opus-quality.py and bench/audio.sh):
         // at 5 a recogniser lost words of the uplink; 8–10 measure alike in libopus 1.3.1
         // (+0.6 dB SNR, −0.6 dB spectral distortion over 5) at ~150 M instructions/s,
         // ~15 % of one of a Pi Zero 2 W's four A53 cores.

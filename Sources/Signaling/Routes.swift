@@ -326,7 +326,7 @@ public enum RouteClient {
         return .success((key, expires))
     }
 
-    /// Ending an OpenAI call (issue 17). OpenAI documents `/calls/{id}/hangup` with the
+    /// Ending an OpenAI call. OpenAI documents `/calls/{id}/hangup` with the
     /// real API key, which the device does not have, and the ephemeral key it has expires
     /// (10 minutes by default). So: through the backend's `hangup-url` where there is one
     /// (POST `{"call_id": …}` with the device's token); else with the ephemeral key while
@@ -489,7 +489,7 @@ public enum RouteClient {
         return .success((r.bodyText, r.headers["ETag"]))
     }
 
-    /// What a refusal means (issue 17):
+    /// What a refusal means:
     /// - 401 → the token; 403 → the token, unless the body says the region is not
     ///   served (`unsupported_country_region_territory`).
     /// - 429 `insufficient_quota` → `.quota` (no credit, not a rate limit).

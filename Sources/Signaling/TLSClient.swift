@@ -1,5 +1,5 @@
 /// TLS client: TLS 1.2 over mbedtls 2.28 with in-memory I/O and the caller's clocks, for
-/// the signaling routes' HTTPS requests (issue 6).
+/// the signaling routes' HTTPS requests.
 ///
 /// Design decisions:
 /// - Sans-IO. mbedtls' BIO callbacks read from and append to byte queues on the client

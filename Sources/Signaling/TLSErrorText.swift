@@ -1,4 +1,4 @@
-// What a person reads when the signaling TLS fails (issue 13): mbedtls' codes and the
+// What a person reads when the signaling TLS fails: mbedtls' codes and the
 // server's alerts in words that say what happened and what to look at, the code kept
 // in parentheses. Codes without words keep mbedtls' own text. Certificates that do not
 // verify are `TLSError.certificateRejected`, which names its reasons already.

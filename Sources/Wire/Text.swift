@@ -3,7 +3,7 @@
 // Why: `String`'s `==`, `<`, hashing and `Character` matching follow Unicode canonical
 // equivalence (an "é" written as one scalar equals "e" and a combining accent). To
 // decide it the standard library links its normalisation code and data tables, about
-// 40 KB of the arm64 release binary (issue 18). The text Linnet compares is defined as
+// 40 KB of the arm64 release binary. The text Linnet compares is defined as
 // octets by the protocols it comes from: SDP tokens and attribute names (RFC 8866
 // §5, §9), HTTP methods, header names and tokens (RFC 9110 §5.1, §5.6.2), ICE
 // ufrags and candidate fields (RFC 8839 §5.1), JSON member names and values (RFC 8259

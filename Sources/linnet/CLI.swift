@@ -1,4 +1,4 @@
-// The command line of ../shared/design/CLI.md: dispatch and help. Wiring only; the
+// The command line of docs/CLI.md: dispatch and help. Wiring only; the
 // work lives in the modules.
 import Wire
 import Platform

@@ -175,7 +175,7 @@ import Signaling
     }
 }
 
-/// The session is configured before anything else reaches it (issue 17): on the OpenAI
+/// The session is configured before anything else reaches it: on the OpenAI
 /// route the microphone sends silence and the `send` lines wait until `session.updated`,
 /// on the first session and after every switch; a barge-in empties the playback.
 @Suite struct AgentCoreSessionSetupTests {
@@ -242,7 +242,7 @@ import Signaling
     }
 }
 
-/// Rollover as a user lives it (issue 17): the button is held across the planned
+/// Rollover as a user lives it: the button is held across the planned
 /// switch; the utterance is answered on the old session, the switch waits for the
 /// quiet moment after it, and the new session is given the earlier turns
 /// (`conversation.item.create`) before the microphone opens.

@@ -206,7 +206,7 @@ func imfFixdate(_ unix: Int64) -> String {
     return "\(weekday), \(two(day)) \(months[Int(month - 1)]) \(year) \(two(secs / 3_600)):\(two(secs / 60 % 60)):\(two(secs % 60)) GMT"
 }
 
-/// Errors that need different answers (issue 17), on the core with the simulated clock.
+/// Errors that need different answers, on the core with the simulated clock.
 @Suite struct AgentCoreErrorClassTests {
     static func openAIError(_ status: Int, code: String, type: String = "invalid_request_error", message: String,
                             headers: [(String, String)] = []) -> HTTPResponse {

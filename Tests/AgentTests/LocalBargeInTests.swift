@@ -4,7 +4,7 @@ import JSON
 import Settings
 @testable import Agent
 
-/// Barge-in by Linnet's own voice flag (issue 15): voice mode, full duplex, the OpenAI
+/// Barge-in by Linnet's own voice flag: voice mode, full duplex, the OpenAI
 /// route's events. The world reports the flag before every uplink frame (20 ms) as
 /// linnet's Runtime does; the scripted provider starts responses on the events channel
 /// and records what the device sends. Time is the world's manual clock.

@@ -115,7 +115,7 @@ private enum Fixture {
         let out = drain(&c)
         let msgs = try sent(out)
         try #require(msgs.count == 2 && out.count == 2)
-        // turn_detection first, alone (issue 17): a refusal of the rest cannot leave
+        // turn_detection first, alone: a refusal of the rest cannot leave
         // the server's VAD on.
         #expect(msgs[0]["session"] == ["type": "realtime", "audio": ["input": ["turn_detection": .null]]])
         let e = msgs[1]
@@ -875,7 +875,7 @@ private enum Fixture {
     }
 }
 
-// MARK: Turns that never get lost (issue 17)
+// MARK: Turns that never get lost
 
 @Suite struct RealtimeTurnRuleTests {
     private func committed(_ item: String, previous: String?) -> String {

@@ -20,28 +20,25 @@ import SimulatedNetwork
 /// heartbeats run at their real rates anyway. With SOAK_TRACE set in the environment the
 /// core's records and the faults are written to /tmp/soak-trace.txt.
 ///
-/// Before issue 14 this test re-implemented the runner's glue by hand (peer events to
-/// the Supervisor "the way the runner reports them"), so it tested a copy. Now every
-/// decision is the core's; the soak only watches its outputs. What that changed in the
-/// figures (same seed, same faults; the old copy's figures in brackets):
-/// - Fewer sessions, reconnect attempts and retries (67, 48, 29 [100, 80, 65]): the old
-///   copy failed an offer 3 s into a black hole; the runtime's HTTP client waits out the
-///   request's own timeout (10 s for an offer, 5 s for a PATCH), so a long outage costs
-///   fewer attempts. A lost answer now ends at that timeout too, not at the 20 s connect
-///   timeout.
-/// - ICE restarts answered 3 of 24 [6 of 24]: the core sends the PATCH when consent fails,
+/// Every decision is the core's, so the soak only watches its outputs (the runner's
+/// glue re-implemented here by hand would test a copy). What shapes the figures (same
+/// seed, same faults every run):
+/// - Sessions, reconnect attempts and retries (67, 48, 29): the runtime's HTTP client
+///   waits out the request's own timeout (10 s for an offer, 5 s for a PATCH), so a long
+///   outage costs few attempts. A lost answer ends at that timeout too, not at the 20 s
+///   connect timeout.
+/// - ICE restarts answered 3 of 24: the core sends the PATCH when consent fails,
 ///   about 3 s into the hole, and only a hole that ends before its 5 s deadline can be
 ///   answered (the 5, 6 and 7 s ones); the rest fall back to a fresh session at the
-///   supervisor's 4 s. Every restart is a WHIP fragment (the copy sent a full re-offer
-///   half of the time).
+///   supervisor's 4 s. Every restart is a WHIP fragment.
 /// - Goodbyes: the provider hears of a close by its DELETE first (the route's close
 ///   comes before the peer's own, by design), so "saw the close" is the DELETE or the
 ///   peer's goodbye.
 /// - The supervisor's queue is drained inside every core call, so its figure is the
 ///   number of decisions one input led to; the core's own output queue and tables are
 ///   sampled as well.
-/// - The runtime's consent timings are the core's here (1 s + 2 s): with the runtime's
-///   earlier 1.5 s + 1.5 s this day had 15 `disconnected`s with no fault behind them.
+/// - The consent timings are the voice call's (1 s + 2 s, `useVoiceCallConsent`): with
+///   1.5 s + 1.5 s this day has 15 `disconnected`s with no fault behind them.
 final class CoreSoak {
     enum Fault { case blackhole(Duration), loseNextAnswer, rebind }
 

@@ -218,7 +218,7 @@ final class SupervisorHarness {
         #expect(h.actions.last == .startSession(id: 3, reason: .rollover))
     }
 
-    /// Issue 17: the switch waits for a quiet moment, at most until shortly before the
+    /// The switch waits for a quiet moment, at most until shortly before the
     /// old session's limit.
     @Test func rolloverSwitchesAtAQuietMoment() {
         let h = SupervisorHarness { $0.maximumSessionAge = .seconds(3_600) }
@@ -253,7 +253,7 @@ final class SupervisorHarness {
         #expect(h.actions.suffix(2) == [.switchAudio(to: 3), .closeSession(id: 2)])
     }
 
-    /// Issue 17: the session's own `expires_at` plans the rollover (Azure's 30 minutes,
+    /// The session's own `expires_at` plans the rollover (Azure's 30 minutes,
     /// or whatever the provider says), not the configured age.
     @Test func rolloverIsPlannedFromTheSessionsExpiry() {
         let h = SupervisorHarness { $0.maximumSessionAge = .seconds(3_600) }

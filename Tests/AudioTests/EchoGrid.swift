@@ -1,4 +1,4 @@
-// Issue 33's grid of simulated rooms, shared by the tests (EchoGridTests) and the bench
+// The echo grid of simulated rooms, shared by the tests (EchoGridTests) and the bench
 // (bench/LinnetBench, kernel aec_grid; bench/build.sh compiles this file too): the scene,
 // the product's capture path through it, and the measures. Pure Swift on the Audio
 // module's public API, no Foundation.
@@ -45,7 +45,7 @@ enum GridScene {
     /// Timestamp jitter of the two device threads' measurements, ± (EchoDriftTests).
     static let jitterNanoseconds = 250_000.0
 
-    /// The 3 × 3 × 3 × 3 grid of the issue's ranges: both ends and the middle of each.
+    /// The 3 × 3 × 3 × 3 grid of the goals' ranges: both ends and the middle of each.
     static var cells: [GridCell] {
         var all: [GridCell] = []
         for delay in [10, 120, 300] {

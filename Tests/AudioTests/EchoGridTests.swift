@@ -2,7 +2,7 @@ import Testing
 import Wire
 @testable import Audio
 
-/// Issue 33's goals on part of its grid (EchoGrid.swift; `make bench` prints all 81
+/// The echo goals on part of the grid (EchoGrid.swift; `make bench` prints all 81
 /// cells, aec_grid_*), at the product's pipeline rate (48 kHz, the canceller working at
 /// 16 kHz inside), through the live reference path with clock drift and timestamp jitter:
 /// ERLE ≥ 25 dB over far end alone after 8 s of it, and the near end kept at ≥ 10 dB SNR
@@ -48,8 +48,8 @@ import Wire
     }
 }
 
-/// `EchoCanceller.echoAudible`, the measurement the agent's half duplex can rest on
-/// (issue 33): with no echo it is false within 500 ms of far-end signal (and stays so
+/// `EchoCanceller.echoAudible`, the measurement the agent's half duplex can rest on:
+/// with no echo it is false within 500 ms of far-end signal (and stays so
 /// while the user talks over the far end); with a loud echo it is true until the
 /// canceller cancels it, then false; a new echo path makes it true again.
 @Suite struct EchoAudibleTests {
@@ -126,9 +126,9 @@ import Wire
     /// The echo path changes (the board is moved: another room, 200 ms instead of 60 ms,
     /// 6 dB louder) at 12 s, the far end alone throughout: audible again within 5 s, then
     /// cancelled again. Measured: audible 4.2 s after the change, false again 4.3 s after.
-    /// (It was 1.6 s before a user talking over the echo opened the microphone: a changed
-    /// path looks like double talk until the detector learns again, and a moved board
-    /// is rare where a barge-in is not; issue 33's table.)
+    /// (It would be 1.6 s if a user talking over the echo did not open the microphone: a
+    /// changed path looks like double talk until the detector learns again, and a moved
+    /// board is rare where a barge-in is not.)
     @Test func echoPathChangeIsAudibleAgain() throws {
         let fs = 16_000
         let a = gridSignals(GridCell(delayMS: 60, rt60: 0.3, echoToTalkerDB: 0, driftPPM: 0), rate: fs)

@@ -71,7 +71,7 @@ func tenths(_ x: Double) -> String {
 }
 
 @Suite struct EchoCancellerTests {
-    /// Every delay and room of the issue at 16 kHz, 16 s: far end alone for 12 s, then
+    /// Every delay and room of the goals at 16 kHz, 16 s: far end alone for 12 s, then
     /// double talk. ERLE over the last 4 s of far end alone (after convergence), the time
     /// until ERLE over 500 ms first reaches 20 dB, and the near end kept in double talk
     /// against the same measure with no echo at all. Thresholds: what speexdsp (Debian's
@@ -386,10 +386,10 @@ func tenths(_ x: Double) -> String {
             if user.contains(where: { $0 >= 200 }) { heard += 1 }
         }
         #expect(heard >= 5, "the user over the echo held the flag in \(heard) of 6 rooms")
-        // The control: what the double-talk check is for. With issue 33's canceller
+        // The control: what the double-talk check is for. With this canceller
         // (double-talk detector, residual suppressor by measurement) speexdsp's own flag
-        // behind it is held by the echo alone in 1 room of 6 (it was 5 with the earlier
-        // canceller); without the canceller in every room (asserted per room above).
+        // behind it is held by the echo alone in 1 room of 6; without the canceller in
+        // every room (asserted per room above).
         #expect(heldByEcho >= 1, "speexdsp's flag alone was held by the echo in \(heldByEcho) of 6 rooms")
     }
 }
@@ -464,7 +464,7 @@ func tenths(_ x: Double) -> String {
         print("AEC drift \(Int(ppm)) ppm through the live reference at \(rate.hertz / 1000) kHz: ERLE \(tenths(f.aligned)) dB (no drift \(tenths(still.aligned)) dB; the reference unaligned \(tenths(f.raw)) dB), double-talk SNR \(tenths(f.snr)) dB (no echo \(tenths(f.snrClean)) dB)")
         // At 48 kHz the same jitter is three times as many samples, and the aligned
         // reference moves by one (a third of one at the canceller's 16 kHz) more often.
-        // (Measured with issue 33's canceller: 22.8 dB at 16 kHz, 16.4 dB at 48 kHz, where
+        // (Measured with this canceller: 22.8 dB at 16 kHz, 16.4 dB at 48 kHz, where
         // its residual suppressor's measures run on the resampled signal.)
         #expect(still.aligned >= (rate == .hz16000 ? 20 : 16))
         #expect(f.aligned >= 17)

@@ -3,9 +3,9 @@ import Testing
 import Wire
 @testable import Audio
 
-/// The DC remover's mono 4-sample-block path (the product's 80 Hz at 48 kHz) as it was
-/// before issue 18 split it into passes: one pass, each block a 4-lane vector, the
-/// update rounded twice. Kept here as the reference the new form must match bit for bit.
+/// The DC remover's mono 4-sample-block path (the product's 80 Hz at 48 kHz) in one
+/// pass, each block a 4-lane vector, the update rounded twice: the reference the
+/// product's form, split into passes, must match bit for bit.
 private func referenceRemoveDC4(_ x: UnsafeMutablePointer<Int16>, blocks: Int, kQ30: Int64,
                                 dc: inout Int32, last: inout Int32) {
     var d = dc

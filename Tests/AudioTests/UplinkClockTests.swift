@@ -2,7 +2,7 @@ import Testing
 import Wire
 @testable import Audio
 
-/// The uplink's frame clock on a manual clock (issue 13, item 12): stale frames are
+/// The uplink's frame clock on a manual clock: stale frames are
 /// dropped rather than sent late in a burst, and RTP time jumps over capture gaps.
 @Suite struct UplinkClockTests {
     let t0 = Instant(nanoseconds: 1_000_000_000)

@@ -308,7 +308,7 @@ func isState(_ line: String, _ state: String) -> Bool {
         let report = try peer.stop()
         let call = (report["sessions"] as? [[String: Any]])?.first ?? [:]
         let received = (call["openai_events_received"] as? [[String: Any]] ?? []).compactMap { $0["type"] as? String }
-        // turn_detection alone first, then the rest (issue 17); both pass the stand-in's
+        // turn_detection alone first, then the rest; both pass the stand-in's
         // GA schema check (it reports an error otherwise, checked below).
         #expect(received == ["session.update", "session.update", "input_audio_buffer.clear", "input_audio_buffer.commit", "response.create",
                              "input_audio_buffer.clear"], "\(received)")

@@ -4,7 +4,7 @@ import Glibc
 @testable import linnet
 @testable import Runtime
 
-// Issue 13: `linnet check` reads and sends the token as run does, names the file it
+// `linnet check` reads and sends the token as run does, names the file it
 // read, reports 401/403 as such, and treats a missing push-to-talk line as run does.
 
 @Suite(.serialized) struct CheckCommandTests {

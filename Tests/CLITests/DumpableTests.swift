@@ -2,7 +2,7 @@ import Testing
 import Foundation
 import Glibc
 
-/// Issue 13, item 5: once `run` holds the token it is not dumpable, so another process of
+/// Once `run` holds the token it is not dumpable, so another process of
 /// the same user (or a core dump) cannot read its memory. The external fact: for a
 /// non-dumpable process the kernel makes /proc/<pid>/environ (like mem) root's, so the
 /// same unprivileged user can no longer read it.

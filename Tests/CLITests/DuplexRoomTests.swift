@@ -2,7 +2,7 @@ import Testing
 import Foundation
 import Glibc
 
-/// Issue 33's judges, checked: the room plugin (Tests/Room) keeps a sound card's
+/// The duplex judges, checked: the room plugin (Tests/Room) keeps a sound card's
 /// contracts, `linnet audio` finds the room's echo delay through it, the speech judge
 /// (Tests/Speech/speech.py) tells clean speech from damaged speech, and a short whole
 /// call (`run_duplex.py --ci`) connects, carries audio both ways and is understood.

@@ -8,7 +8,7 @@ import Foundation
     /// A far end heard through a 150 ms delay at −6 dB with two reflections; the near end
     /// joins at 12 s (the canceller has converged). Echo removed in far-end-only speech
     /// (8–12 s), near end kept in double talk (12–15 s), against the same path with no
-    /// echo at all (the near end alone, a silent speaker: the issue's measure) and against
+    /// echo at all (the near end alone, a silent speaker: the goal's measure) and against
     /// no echo and no canceller (the Opus round trip alone) (aligned SNR).
     @Test(arguments: [48_000, 16_000])
     func cancelsOffline(rate: Int) throws {
@@ -41,7 +41,7 @@ import Foundation
         // The baseline: no echo and no canceller, the Opus round trip alone.
         let r2 = try Linnet.run(["audio", "--input", clean, "--output", outClean] + common)
         #expect(r2.status == 0, "\(r2.err)")
-        // The issue's measure "with no echo at all": the same path (canceller, Opus) with
+        // The goal's measure "with no echo at all": the same path (canceller, Opus) with
         // the near end alone and a silent speaker.
         let r3 = try Linnet.run(["audio", "--input", clean, "--output", outQuiet, "--reference", silent, "--aec"] + common)
         #expect(r3.status == 0, "\(r3.err)")
@@ -60,7 +60,7 @@ import Foundation
         let snr1 = Signal.alignedSNR(nearScaled, y1, lag: lag1, from: nearStart, length: 2 * rate + rate / 4)
         print("linnet audio --aec \(rate / 1000) kHz: echo reduced \(String(format: "%.1f", reduction)) dB in far-end-only speech (8–12 s); double-talk aligned SNR \(String(format: "%.1f", snr)) dB, no echo \(String(format: "%.1f", snr1)) dB, no echo and no canceller \(String(format: "%.1f", snr0)) dB (delays \(lag) / \(lag0) samples); \(r.out.split(separator: ";").last ?? "")")
         // Measured (16 / 48 kHz): echo reduced 20.4 / 19.7 dB; SNR 9.3 / 9.9 dB against
-        // 11.7 / 12.3 dB with no echo (2.4 dB lost: the issue's goal is 3) and 15.6 /
+        // 11.7 / 12.3 dB with no echo (2.4 dB lost: the goal is at most 3) and 15.6 /
         // 14.7 dB for Opus alone (the difference is speexdsp's DC notch, which turns the
         // phase of the lowest partials, and at 48 kHz the 7.2 kHz band limit). With the
         // near end joining at 6 s (the canceller still converging) the loss was 3.0–3.3 dB.

@@ -10,7 +10,7 @@ import Wire
 @testable import linnet
 @testable import Runtime
 
-// Issue 13, item 9: float to integer conversions a user reaches.
+// Float to integer conversions a user reaches.
 
 @Suite struct ShortAndSilentAudioTests {
     /// `linnet audio` on input shorter than one 10 ms frame, on input that ends in

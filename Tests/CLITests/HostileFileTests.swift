@@ -10,7 +10,7 @@ import Wire
 @testable import linnet
 @testable import Runtime
 
-// Issue 13, item 10: files a user names.
+// Files a user names.
 
 @Suite struct UserFileTests {
     @Test func tokenEndingInCRLFIsValid() throws {

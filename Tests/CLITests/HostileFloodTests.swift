@@ -2,7 +2,7 @@ import Testing
 import Foundation
 import Glibc
 
-/// Streams that never run dry (issue 35, item 2): a provider's TCP passive candidate
+/// Streams that never run dry: a provider's TCP passive candidate
 /// that sends empty RFC 4571 frames without end, and a TURN server over TCP that sends
 /// empty ChannelData without end. Reading such a socket until EAGAIN never returns; the
 /// loop must stay fair (ReadBudget): timers fire (stats lines every second), audio

@@ -10,7 +10,7 @@ import Wire
 @testable import linnet
 @testable import Runtime
 
-// Issue 13, item 7: DNS off the loop.
+// DNS off the loop.
 
 @Suite struct ResolverOffTheLoopTests {
     /// A resolver that stops answering (the seam blocks until the test releases it):

@@ -33,7 +33,7 @@ func headerValue(_ request: [String: Any], _ name: String) -> String? {
     (request["headers"] as? [String: String])?.first { $0.key.lowercased() == name.lowercased() }?.value
 }
 
-/// Issue 13, items 1 and 4 and the redaction of item 5: the token goes only to the
+/// The token goes only to the
 /// origin it was configured for, and nothing a server sends can reshape our requests.
 @Suite(.serialized) struct HostileServerTests {
     static let token = "device-token-0123456789abcdef"

@@ -10,7 +10,7 @@ import Wire
 @testable import linnet
 @testable import Runtime
 
-// Issue 13, items 8 and 11: signals, closed pipes, failing outputs.
+// Signals, closed pipes, failing outputs.
 
 @Suite(.serialized) struct SignalAndOutputTests {
     func tone(_ name: String, seconds: Double = 2) throws -> String {

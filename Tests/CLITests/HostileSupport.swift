@@ -10,7 +10,7 @@ import Wire
 @testable import linnet
 @testable import Runtime
 
-// Issue 13 ("Hostile networks, servers and files"), items 7–12: what the tests in
+// Hostile networks, servers and files: what the tests in
 // Hostile*Tests.swift share. Each of those reproduces a tester's finding against the
 // binary or the code path it went through.
 

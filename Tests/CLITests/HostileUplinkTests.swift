@@ -10,7 +10,7 @@ import Wire
 @testable import linnet
 @testable import Runtime
 
-// Issue 13, item 12: stale capture audio is dropped, RTP time jumps.
+// Stale capture audio is dropped, RTP time jumps.
 
 @Suite struct StaleUplinkTests {
     /// Frames that waited 2 s behind a stall (old capture times) are dropped on the loop

@@ -2,7 +2,7 @@ import Testing
 import Foundation
 import Glibc
 
-/// Issue 17, "Errors that need different answers", end to end: the aiortc stand-in's
+/// "Errors that need different answers", end to end: the aiortc stand-in's
 /// OpenAI route refuses the offer as OpenAI documents (`--openai-error`: status, JSON
 /// error body, headers), and Linnet's reaction is read from what it did — its exit
 /// status, its message, its `retry` event (the wait it chose), its status file and the

@@ -2,7 +2,7 @@ import Testing
 import Foundation
 import Glibc
 
-/// Issue 17, "Turns that get lost or answered wrongly", end to end: push-to-talk turns
+/// "Turns that get lost or answered wrongly", end to end: push-to-talk turns
 /// against the aiortc stand-in's OpenAI route where the service's timing is the
 /// awkward one, and what Linnet sent (as the stand-in recorded it, with times) and
 /// printed.

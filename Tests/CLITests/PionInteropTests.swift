@@ -179,8 +179,8 @@ private func text(_ d: Double) -> String { String(format: "%.2f", d) }
         let channels = call["data_channels"] as? [[String: Any]] ?? []
         let linnetChannel = channels.first { $0["label"] as? String == "oai-events" }
         #expect(linnetChannel?["opened_by"] as? String == "remote")
-        // Voice mode with nothing configured sends no session.update (issue 17: the
-        // provider's own settings survive), so only ping and the big one.
+        // Voice mode with nothing configured sends no session.update (the provider's
+        // own settings survive), so only ping and the big one.
         #expect((linnetChannel?["received_count"] as? Int ?? 0) >= 2, "ping and the big one")
         // The provider-side close.
         let http = report["http"] as? [[String: Any]] ?? []

@@ -4,7 +4,7 @@ import Glibc
 @testable import linnet
 @testable import Runtime
 
-// Issue 13: the provider-side messages and exit statuses of `linnet run`.
+// The provider-side messages and exit statuses of `linnet run`.
 
 @Suite(.serialized) struct ProviderMessageTests {
     let quiet = ["--capture", "none", "--playback", "none"]

@@ -5,9 +5,9 @@ import Wire
 import JSON
 @testable import Runtime
 
-/// Issue 13, item 3: `--status-file` as root. Before, `<path>.tmp` was opened with
-/// O_CREAT|O_TRUNC (following a planted symlink) and renamed over the path whatever it
-/// was (`--status-file /dev/null` replaced the null device with a file).
+/// `--status-file` as root: `<path>.tmp` must not be opened with O_CREAT|O_TRUNC
+/// (that follows a planted symlink) nor renamed over the path whatever it is
+/// (`--status-file /dev/null` would replace the null device with a file).
 @Suite(.serialized) struct StatusFileTests {
     /// A run that changes state (connecting, then failed) and ends at once.
     func run(_ status: String, name: String) throws -> (status: Int32, out: String, err: String, timedOut: Bool) {

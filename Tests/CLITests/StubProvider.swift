@@ -4,7 +4,7 @@ import Glibc
 @testable import linnet
 @testable import Runtime
 
-// Issue 13, the messages testers saw: `linnet check` against providers that want a
+// The messages testers saw: `linnet check` against providers that want a
 // token, push-to-talk as a warning, the exit-status rule, capped Retry-After waits, a
 // rejected data channel, a missing sound card. The providers here are scripted with
 // Python's standard library only (no aiortc): each answers what a broken or strict

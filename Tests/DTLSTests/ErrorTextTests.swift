@@ -3,7 +3,7 @@ import CMbedTLS
 @testable import DTLS
 
 /// What a person reads when DTLS fails: words for the common mbedtls codes, the code kept
-/// in parentheses (issue 13: "-0x7980" alone helps nobody).
+/// in parentheses ("-0x7980" alone helps nobody).
 @Suite struct DTLSErrorTextTests {
     @Test func commonHandshakeCodesAreWords() {
         #expect(DTLSError.crypto(call: "handshake", code: MBEDTLS_ERR_SSL_BAD_HS_SERVER_HELLO).description

@@ -224,7 +224,7 @@ func toneSamples(_ count: Int, frequency: Double = 440, rate: Double = 48_000, a
     }
 }
 
-/// Issue 13, item 12: a paced source that falls far behind (the process was stopped)
+/// A paced source that falls far behind (the process was stopped)
 /// restarts its schedule from now instead of delivering the missed periods in a burst.
 @Suite struct PacerTests {
     @Test func latenessWithinTheBoundIsCaughtUpOnTheSameSchedule() {
@@ -245,7 +245,7 @@ func toneSamples(_ count: Int, frequency: Double = 440, rate: Double = 48_000, a
     }
 }
 
-/// Issue 13, item 12: each 20 ms frame the loop pops carries the capture time of its
+/// Each 20 ms frame the loop pops carries the capture time of its
 /// first 10 ms, and only whole frames enter the ring (a full ring drops the frame, with
 /// its time, and counts it).
 @Suite struct CaptureTimestampTests {

@@ -31,7 +31,7 @@ import Wire
     }
 }
 
-/// The sound cards a missing device's error names (issue 13: "No such device" and no
+/// The sound cards a missing device's error names ("No such device" alone gives no
 /// pointer when the HAT's overlay is not active).
 @Suite struct SoundCardTests {
     static let pi = """

@@ -98,7 +98,7 @@ import Wire
         #expect(remote.priority == Candidate.priority(type: .peerReflexive, localPreference: 65535))
     }
 
-    /// `answer --advertise` (issue 34, item 7): B behind a one-to-one NAT whose inside
+    /// `answer --advertise`: B behind a one-to-one NAT whose inside
     /// address A cannot reach. B offers, beside its private host candidate, a
     /// server-reflexive one at the public address and its host port, based on its host
     /// candidate; the call connects through the NAT, with checks sent from the base.

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""A lying signaling server for Linnet's security tests (issue 13), standard library only.
+"""A lying signaling server for Linnet's security tests, standard library only.
 
 Two listeners on 127.0.0.1: the "home" origin Linnet is configured with, and a
 "foreign" origin (another port: another origin, RFC 6454) that logs every request it

@@ -738,7 +738,7 @@ def deep_merge(base: dict, update: dict) -> dict:
 # The GA `session.update` schema (Realtime API reference, `RealtimeSessionCreateRequest`),
 # as far as a client may send it: a dict maps each allowed key to its sub-schema, a
 # tuple lists the allowed values, a type the allowed type, None any value. The real
-# service refuses unknown parameters; so does this stand-in (issue 17).
+# service refuses unknown parameters; so does this stand-in.
 _TURN_DETECTION = {
     "type": ("server_vad", "semantic_vad"), "threshold": float, "prefix_padding_ms": int,
     "silence_duration_ms": int, "idle_timeout_ms": None, "create_response": bool,

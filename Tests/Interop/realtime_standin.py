@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""An OpenAI-Realtime-like provider for Linnet's real-condition judges (issue 33).
+"""An OpenAI-Realtime-like provider for Linnet's real-condition judges.
 
 Built on peer.py (its HTTP server, ICE/DTLS set-up, OpenAI-shaped answer, ephemeral
 keys and report), which it imports and does not change; peer.py's own behaviour is

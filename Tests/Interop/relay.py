@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""UDP impairment relay for Linnet's end-to-end loopback tests (issue 8).
+"""UDP impairment relay for Linnet's end-to-end loopback tests.
 
 Sits between a WebRTC offerer (`linnet run`) and an answerer (`linnet answer` or
 peer.py) on this machine, with loss, burst loss, delay, jitter, reordering,

@@ -4,13 +4,13 @@ import Wire
 import SRTP
 @testable import Peer
 
-/// Packet copies on the media path (issue 14). Send, before: the encoder's packet
-/// array, the RTP packet built from it, the datagram array (3). Now: Opus writes into
-/// the RTP packet in the peer's scratch buffer, SRTP protects in place, one datagram
-/// array (1). Receive, before: the datagram array, its copy-on-write copy to decrypt,
-/// the plaintext array to parse, the payload array, the jitter buffer's copy (5). Now:
-/// decrypted and parsed in the receive buffer, one payload array that the jitter
-/// buffer keeps (1). The kernel's copies are the same either way.
+/// Packet copies on the media path. Send: Opus writes into the RTP packet in the peer's
+/// scratch buffer, SRTP protects in place, one datagram array (1 copy; an encoder's
+/// packet array, an RTP packet built from it and a datagram array would be 3).
+/// Receive: decrypted and parsed in the receive buffer, one payload array that the
+/// jitter buffer keeps (1; an array per step, a copy to decrypt and the jitter buffer's
+/// own would be 5). The kernel's copies are the same either way (docs/ARCHITECTURE.md,
+/// "Data path: one frame").
 @Suite struct InPlaceMediaTests {
     /// The copy-free paths carry what the copying ones did. Sending: a payload written
     /// straight into the packet (where Opus writes it) goes out as the RTP packet of
@@ -76,7 +76,7 @@ import SRTP
         if case .transmit = net.offerer.pollOutput() { Issue.record("sent a packet that could not be made") }
     }
 
-    /// Allocations per packet on the loop (issue 18): a sent datagram handed back with
+    /// Allocations per packet on the loop: a sent datagram handed back with
     /// `recycle` carries the next one in its own storage (one allocation fewer than a
     /// send without it, counted by CAllocCounter), and what it carries is the next
     /// packet, whole (the answerer decrypts it and gets the payload sent). A datagram the
@@ -120,7 +120,7 @@ import SRTP
         #expect(receive(held) == frame(4, tag: 4))
     }
 
-    /// The received side (issue 18): a payload the consumer has let go is reused for the
+    /// The received side: a payload the consumer has let go is reused for the
     /// packet a pool's length later (no allocation for it, counted by CAllocCounter),
     /// while one it still holds keeps its bytes; every event carries the payload sent.
     @Test func receivedPayloadsReuseStorageTheConsumerLetGo() throws {

@@ -5,7 +5,7 @@ import ICE
 import DTLS
 @testable import Peer
 
-/// Datagrams from addresses ICE never validated (issue 13 item 2): a stranger who learns
+/// Datagrams from addresses ICE never validated: a stranger who learns
 /// our port (it is in the SDP) sends a ClientHello, random DTLS-looking bytes or fake
 /// SRTP. Before, `handleInput` fed any DTLS to mbedtls and took the DTLS path from it,
 /// so one datagram 0–0.4 s after the answer failed the call.
@@ -89,7 +89,7 @@ import DTLS
     }
 }
 
-/// Issue 13, item 6: the negotiated direction is honoured both ways (RFC 3264 §6.1).
+/// The negotiated direction is honoured both ways (RFC 3264 §6.1).
 /// Before, an `a=inactive` answer still got 251 packets of microphone audio in 5 s.
 @Suite struct DirectionTests {
     /// The answer, as the offerer sees it, says `dir` for the audio section.

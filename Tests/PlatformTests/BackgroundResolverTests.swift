@@ -29,7 +29,7 @@ func turn(_ loop: EventLoop, until done: () -> Bool) {
     while !done() && MonotonicClock.now() < limit { try? loop.runOnce(maxWait: .milliseconds(100)) }
 }
 
-/// Issue 13, item 7: name lookups run off the loop.
+/// Name lookups run off the loop.
 @Suite struct BackgroundResolverTests {
     @Test func resultComesBackOnTheLoopNeverInsideResolve() throws {
         let loop = try EventLoop()

@@ -240,7 +240,7 @@ func clockDriftIsAbsorbedOnlyWhenQuiet(interval: Int64, senderFast: Bool) {
     #expect(outs2 == [pk(0), .lost(useFECFromNext: false), .lost(useFECFromNext: true), pk(3)])
 }
 
-/// Barge-in (issue 17): `discardBuffered` drops everything queued, so nothing of the
+/// Barge-in: `discardBuffered` drops everything queued, so nothing of the
 /// cut-off response plays; the next talkspurt plays from its first packet, at the
 /// target delay again.
 @Suite struct JitterBufferFlushTests {

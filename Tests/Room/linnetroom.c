@@ -1,6 +1,6 @@
 /*
  * linnetroom: an ALSA external I/O plugin (alsa-lib ioplug) that simulates a room for
- * Linnet's real-condition tests (issue 33). One process opens a playback PCM (the
+ * Linnet's real-condition tests. One process opens a playback PCM (the
  * speaker) and a capture PCM (the microphone) of the same room; the microphone hears
  *
  *     mic = (what the speaker played) * room impulse response  +  talker  +  noise

@@ -3,7 +3,7 @@ import Testing
 import Wire
 @testable import Settings
 
-/// The keys issue 7 added (button details and status LEDs).
+/// The board's keys (button details and status LEDs).
 let boardKeys: Set<String> = ["ptt-required", "ptt-debounce-ms", "ptt-long-press-ms", "leds", "led-spi", "led-count"]
 
 @Suite struct BoardConfigTests {

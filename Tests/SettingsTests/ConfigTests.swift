@@ -140,7 +140,7 @@ func message(_ body: () throws(ConfigError) -> Config) -> String? {
         #expect(c.iceTransportPolicy == .relay && !c.iceTCP && c.learnedICEServers == .internet)
         #expect(c.stateDir == "/var/lib/linnet")
         // Every key of the table was exercised (the route keys whip/openai/token-url elsewhere).
-        // (The board keys of issue 7 are exercised in BoardConfigTests.)
+        // (The board keys are exercised in BoardConfigTests.)
         #expect(Set(c.sources.keys.map(\.text)).union(["whip", "openai", "token-url"]).union(boardKeys) == Set(Config.keys))
     }
 

@@ -3,7 +3,7 @@ import Wire
 import JSON
 @testable import Signaling
 
-/// What a provider's refusal means (issue 17): OpenAI's error bodies and retry headers,
+/// What a provider's refusal means: OpenAI's error bodies and retry headers,
 /// classified as its own SDKs do (openai-node `shouldRetry`/`retryRequest`).
 @Suite struct ErrorClassTests {
     static let now: Int64 = 1_796_000_000

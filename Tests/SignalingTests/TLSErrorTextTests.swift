@@ -3,7 +3,7 @@ import CMbedTLS
 @testable import Signaling
 
 /// What a person reads when the signaling TLS fails: words for the common codes and
-/// alerts, the code kept in parentheses (issue 13).
+/// alerts, the code kept in parentheses.
 @Suite struct TLSErrorTextTests {
     @Test func alertsSayWhatTheServerRefused() {
         #expect(TLSError.peerAlert(40).description

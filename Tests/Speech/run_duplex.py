@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Issue 33's real-condition judge: "talk over the assistant and be understood".
+"""The real-condition judge: "talk over the assistant and be understood".
 
 Runs the whole `linnet run` (OpenAI route, voice mode, no button, the binary's own
 defaults plus a variant's flags) in real time against the Realtime stand-in

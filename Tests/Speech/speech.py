@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Speech for Linnet's real-condition judges (issue 33): the test sentences, their
+"""Speech for Linnet's real-condition judges: the test sentences, their
 voices (espeak-ng), and an intelligibility check on pocketsphinx 5.1.1 with a language
 model restricted to the sentences and their distractors.
 

@@ -1,4 +1,4 @@
-// Issue 33's grid (Tests/AudioTests/EchoGrid.swift): every cell's ERLE and double-talk
+// The echo grid (Tests/AudioTests/EchoGrid.swift): every cell's ERLE and double-talk
 // SNR, the worst of each, how many cells meet the goals (ERLE ≥ 25 dB, SNR ≥ 10 dB), and
 // the voice flag's onset latency and false triggers. Prints `BENCH` lines itself
 // (bench/audio.sh adds the mode's suffix).

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""The measured reason Linnet's echo canceller is speexdsp's MDF (issue 15): WebRTC's
+"""The measured reason Linnet's echo canceller is speexdsp's MDF: WebRTC's
 legacy AEC and AECM (Debian 12's webrtc-audio-processing 0.3) and, where the `livekit`
 Python package is installed, WebRTC's AEC3 (libwebrtc's AudioProcessing with echo
 cancellation, as livekit's FFI builds it: not packaged in Debian 12), on the echo-path

@@ -1,4 +1,4 @@
-/* mbedtls 2.28 configured for what Linnet uses (issue 18), replacing
+/* mbedtls 2.28 configured for what Linnet uses, replacing
  * include/mbedtls/config.h of Debian's source package in the release build
  * (scripts/build-mbedtls.sh). The full-Swift build and the tests keep Debian's
  * libmbedtls-dev, whose config enables everything; the release binary carries only:
