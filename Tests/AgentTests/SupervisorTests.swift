@@ -130,8 +130,8 @@ final class SupervisorHarness {
         #expect(h.delays[2] == .seconds(600), "a day-long Retry-After is capped")
     }
 
-    /// A Retry-After past the cap is shown as the wait that will really happen (issue
-    /// 13: "retry after 999999999.000s" for a 10-minute wait), the asked one beside it.
+    /// A Retry-After past the cap is shown as the wait that will really happen (not
+    /// "retry after 999999999.000s" for a 10-minute wait), the asked one beside it.
     @Test func cappedRetryAfterShowsTheCappedWait() {
         let h = SupervisorHarness()
         h.supervisor.start(now: h.now)
