@@ -7,6 +7,7 @@ import Audio
 import Codec
 import Devices
 import Settings
+import Agent
 
 /// A WAV file at the pipeline's rate, mono: through the same conversion as the
 /// microphone's (a capture pipeline with no hooks: format, channel or average,
