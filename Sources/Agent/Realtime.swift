@@ -421,6 +421,11 @@ public struct RealtimeConversation: Sendable {
         /// `heardMilliseconds` when its response or its audio started (the start of its
         /// audio when no stretch of received audio began near then).
         var startedAt: Int?
+        /// Where its audio began: the first stretch of received audio that began no
+        /// more than 500 ms before `startedAt` (RTP and the channel's events race), or
+        /// after it. Kept once found: a pause inside the reply starts a later stretch,
+        /// which is not where the item began.
+        var spurt: Int? = nil
         /// `audio_end_ms` sent for it.
         var truncatedAt: Int?
         /// Its final line, held until its audio has played (or is cut): the server
@@ -636,11 +641,22 @@ public struct RealtimeConversation: Sendable {
     /// refuses an `audio_end_ms` past what it sent.
     private func heardOf(_ item: AudioItem) -> Int {
         guard let started = item.startedAt else { return 0 }
-        var start = started
-        if let s = spurtStartMilliseconds, s >= started - 500 { start = s }
+        let start = item.spurt ?? started
         var end = heardMilliseconds
         if let v = voiceEndMilliseconds { end = min(end, v) }
         return max(0, end - start)
+    }
+
+    /// The item's audio begins at the first stretch near or after its start
+    /// (`AudioItem.spurt`); called when either changes. A later stretch replaces it
+    /// only while nothing has been heard since the start: the one before was the end
+    /// of the audio before this item, not its beginning.
+    private mutating func placeItemStart() {
+        guard var item = audioItem, item.truncatedAt == nil, let started = item.startedAt,
+              let s = spurtStartMilliseconds, s >= started - 500, s != item.spurt else { return }
+        if item.spurt != nil && heardMilliseconds > started + 200 { return }
+        item.spurt = s
+        audioItem = item
     }
 
     /// What was heard of `text` in `ms` of its audio: the words up to the point the
@@ -728,6 +744,7 @@ public struct RealtimeConversation: Sendable {
         heardMilliseconds = max(heardMilliseconds, heard)
         spurtStartMilliseconds = spurtStart
         voiceEndMilliseconds = voiceEnd
+        placeItemStart()
     }
 
     /// A text message arrived on the channel.
@@ -891,6 +908,7 @@ public struct RealtimeConversation: Sendable {
             // Its message item is not named yet (a relay may never name it): its audio
             // is counted from here, or from the stretch of audio that follows.
             audioItem = AudioItem(id: "", contentIndex: 0, responseID: id, startedAt: heardMilliseconds)
+            placeItemStart()
             if id == nil || !bytesEqual(id, cancelledResponseID) { setSpeaking(response: true, audio: audioPlaying) }
         case "response.done":
             handleResponseDone(event)
@@ -899,7 +917,9 @@ public struct RealtimeConversation: Sendable {
             if id != nil && bytesEqual(id, cancelledResponseID) { return }  // late, we already stopped it
             if var item = audioItem, item.truncatedAt == nil, id == nil || item.responseID == nil || bytesEqual(id, item.responseID) {
                 item.startedAt = heardMilliseconds
+                item.spurt = nil  // placed again from the audio's own start
                 audioItem = item
+                placeItemStart()
             }
             setSpeaking(response: responseActive, audio: true)
         case "output_audio_buffer.stopped":
@@ -929,6 +949,7 @@ public struct RealtimeConversation: Sendable {
                 audioItem = current
             } else {
                 audioItem = AudioItem(id: id, contentIndex: 0, responseID: response, startedAt: heardMilliseconds)
+                placeItemStart()
             }
         case "response.content_part.added":
             let kind = event["part"]?["type"]?.string

@@ -1271,6 +1271,18 @@ private enum Fixture {
         #expect(t["audio_end_ms"]?.int64 == 0)
     }
 
+    @Test("a pause inside the reply starts a later stretch, which is not where the item began")
+    func pauseInsideTheReply() throws {
+        var c = opened(settings(.vad))
+        replying(&c, eventAt: 32_390, spurt: 32_400, played: 3_400)
+        // Queued but not yet heard: the reply's last words after a 400 ms pause.
+        c.downlink(heard: 36_290, spurtStart: 36_300, voiceEnd: 35_890)
+        let cut = c.localSpeech(now: at(0))
+        #expect(cut)
+        // Heard up to where the voice last sounded, from where the item began.
+        #expect(try truncate(drain(&c))?["audio_end_ms"]?.int64 == 35_890 - 32_400)
+    }
+
     @Test("a cut before the reply's first audible sound played truncates at 0")
     func cutBeforeTheVoice() throws {
         var c = opened(settings(.ptt))
