@@ -211,6 +211,8 @@ public struct ICEAgent<R: RandomNumberGenerator> {
             }
             return false
         }
+        if candidate.transport == .tcp,
+           remotes.count(where: { $0.candidate.transport == .tcp }) >= config.maximumTCPRemotes { return false }
         remotes.append(RemoteCandidate(candidate: candidate, address: address))
         let r = remotes.count - 1
         for l in locals.indices where locals[l].pairable && locals[l].base.ip.isV4 == address.ip.isV4

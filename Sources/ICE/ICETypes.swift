@@ -135,6 +135,10 @@ public struct ICEConfig: Sendable {
     /// address, framed as RFC 4571 says; what arrives on it comes back with that base as
     /// `local`. Passive and simultaneous-open candidates are not offered.
     public var tcpActive = false
+    /// At most this many of the peer's TCP candidates are taken (each is a TCP
+    /// connection the owner opens on the first check): the answer comes from the
+    /// provider, which must not make a device open dozens.
+    public var maximumTCPRemotes = 8
     /// TURN allocations the owner is making (RFC 8656): gathering completes only when
     /// each was added (`addRelayCandidate`) or given up (`relayGatheringFailed`).
     public var expectedRelays = 0

@@ -431,11 +431,11 @@ public final class Runtime {
     }
 
     /// The connection from active candidate `from` to the passive candidate `to`,
-    /// opened on the first check. At most 8 per session: the remote candidates come
-    /// from the provider's answer, which must not make the device open dozens.
+    /// opened on the first check. ICE takes at most `maximumTCPRemotes` of the peer's
+    /// TCP candidates (the policy is there); this holds to the same bound.
     func tcpPath(_ id: Int, from: SocketAddress, to: SocketAddress) -> ICETCPPath? {
         if let p = tcpPaths[id]?[to], !p.closed { return p }
-        guard (tcpPaths[id]?.count ?? 0) < 8 || tcpPaths[id]?[to] != nil else { return nil }
+        guard (tcpPaths[id]?.count ?? 0) < core.settings.peer.ice.maximumTCPRemotes || tcpPaths[id]?[to] != nil else { return nil }
         let path = ICETCPPath(loop: loop, remote: to, base: from)
         path.onPacket = { [unowned(unsafe) self] remote, local, packet in
             self.core.handleDatagram(session: id, packet, from: remote, local: local, now: self.loop.now)

@@ -85,6 +85,26 @@ import Wire
         #expect(w.eventsA.filter { $0.1 == .gatheringComplete }.count == 1)
     }
 
+    /// The peer's TCP candidates are capped (`maximumTCPRemotes`, 8): each is a
+    /// connection the device opens, and an answer is the provider's to write. UDP
+    /// candidates are not counted against it.
+    @Test func tcpRemotesAreCapped() throws {
+        var config = ICEConfig()
+        config.tcpActive = true
+        var w = TwoAgents(configA: config)
+        w.a.start(now: w.now)
+        w.a.setRemoteCredentials(TwoAgents.credentialsB, now: w.now)
+        var took = 0
+        for k in 0..<12 {
+            let c = try Candidate(parsing: "candidate:\(k) 1 tcp 1518280447 10.0.0.2 \(7000 + k) typ host tcptype passive")
+            if w.a.addRemoteCandidate(c, now: w.now) { took += 1 }
+        }
+        #expect(took == 8)
+        let udp = try Candidate(parsing: "candidate:99 1 udp 2130706431 10.0.0.2 5000 typ host")
+        let tookUDP = w.a.addRemoteCandidate(udp, now: w.now)
+        #expect(tookUDP)
+    }
+
     /// ICE-TCP: A offers one active TCP candidate (port 9, `tcptype active`); a peer's
     /// passive TCP candidate pairs with it and only with it, an active or an `so` one
     /// is not taken, and a check "from" the active base reaches the passive address
