@@ -115,9 +115,14 @@ set -e
 # service can still start. The ones made here are recorded, so that purge removes them
 # and never a group the system had.
 # (addgroup is adduser's, a Depends, so it may not be unpacked yet on a first install
-# into a system without it: postinst makes the groups then, and has udevd re-read the
-# rules.)
+# into a system without it: postinst makes the user and groups then, and has udevd
+# re-read the rules.)
+# The user is made here too, so that its home (where the record goes) is its own.
 if { [ "$1" = install ] || [ "$1" = upgrade ]; } && command -v addgroup >/dev/null; then
+    if ! getent passwd linnet >/dev/null; then
+        adduser --system --group --home /var/lib/linnet \
+            --gecos "Linnet voice agent" linnet >/dev/null
+    fi
     for g in gpio spi; do
         if ! getent group "$g" >/dev/null; then
             addgroup --system "$g" >/dev/null
@@ -137,8 +142,6 @@ if [ "$1" = configure ]; then
         adduser --system --group --home /var/lib/linnet \
             --gecos "Linnet voice agent" linnet >/dev/null
     fi
-    # preinst may have made the home (its record of the groups it made).
-    chown linnet:linnet /var/lib/linnet
     # The groups when preinst could not make them (no adduser yet): the rules file is
     # touched so that udevd parses it again, now that its groups exist.
     for g in gpio spi; do
