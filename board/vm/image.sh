@@ -29,6 +29,9 @@ if [ -f "$entry/done" ]; then
 fi
 
 start=$(date +%s)
+# stdout is the entry's path alone: everything the build says goes to stderr (mke2fs
+# says "Creating regular file" on stdout even with -q).
+exec 3>&1 1>&2
 mkdir -p "$cache"
 tmp="$cache/tmp.$key.$$"
 rm -rf "$tmp"
@@ -80,4 +83,4 @@ rm -rf "$entry"
 mv "$tmp" "$entry"
 trap - EXIT
 say "built in $(cat "$entry/build-seconds") s: $entry ($(du -sh "$entry/rootfs.qcow2" | cut -f1))"
-echo "$entry"
+echo "$entry" >&3
