@@ -90,7 +90,7 @@ clean:
 	rm -rf .build build
 
 # --- On the board: packages, the unit check -------------------------------------------
-.PHONY: deb deb-host test-deb check-unit bench-board
+.PHONY: deb deb-host test-deb check-unit bench-board vboard
 
 ## deb: the arm64 package from the release binary → build/linnet_<version>_arm64.deb
 deb: build/arm64/linnet
@@ -103,6 +103,13 @@ deb-host: release
 ## test-deb: install, upgrade and purge the host package here (root), check the arm64 one
 test-deb: build/host/linnet build/arm64/linnet deb
 	scripts/test-deb.sh build/host/linnet build/linnet_$$(scripts/version.sh)_arm64.deb
+
+## vboard: the virtual board (board/vm): the arm64 package in Debian 12 arm64
+## with its own kernel under qemu-system-aarch64 (snd-aloop, gpio-sim, systemd), calling
+## the host release binary's answerer; one PASS/FAIL line a scenario, then figures. The
+## disk image is cached in /var/cache/linnet-vboard (VBOARD_CACHE), keyed on its inputs.
+vboard: deps deb build/host/linnet
+	board/vm/vboard.sh build/linnet_$$(scripts/version.sh)_arm64.deb build/host/linnet $(VBOARD_SCENARIOS)
 
 ## check-unit: systemd-analyze verify and security (≤ 2.0) of systemd/linnet.service
 check-unit:

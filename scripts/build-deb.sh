@@ -75,7 +75,10 @@ when=${SOURCE_DATE_EPOCH:-$(git -C "$top" log -1 --format=%ct 2>/dev/null || dat
   echo " -- Linnet developers <linnet@localhost>  $(LC_ALL=C date -u -R -d "@$when")"
 } | gzip -9n > "$root/usr/share/doc/linnet/$changelog"
 chmod 0644 "$root/usr/share/doc/linnet/$changelog"
+# A profile is a folder with a linnet.conf (as BoardConfigTests counts them): board/vm
+# is the virtual board's test harness, not something to install.
 for profile in "$top"/board/*/; do
+  [ -f "$profile/linnet.conf" ] || continue
   name=$(basename "$profile")
   install -d "$root/usr/share/linnet/board/$name"
   install -m 0644 "$profile"/* "$root/usr/share/linnet/board/$name/"
@@ -100,6 +103,37 @@ Description: voice agent for Linux single-board computers
  service linnet.service under its own user.
 CONTROL
 
+cat > "$root/DEBIAN/preinst" <<'SCRIPT'
+#!/bin/sh
+set -e
+# The groups exist before 60-linnet.rules is unpacked: udevd parses a new rules file
+# as soon as it sees it, and a GROUP= naming a group that does not exist yet is
+# dropped ("Unknown group 'gpio', ignoring") and stays dropped, as the file does not
+# change again: on Debian 12's udev the chips stayed root:root and the button dead
+# (found on the virtual board, board/vm). The unit asks for these groups
+# (SupplementaryGroups=); a system without GPIO or SPI gets empty ones so that the
+# service can still start. The ones made here are recorded, so that purge removes them
+# and never a group the system had.
+# (addgroup is adduser's, a Depends, so it may not be unpacked yet on a first install
+# into a system without it: postinst makes the user and groups then, and has udevd
+# re-read the rules.)
+# The user is made here too, so that its home (where the record goes) is its own.
+if { [ "$1" = install ] || [ "$1" = upgrade ]; } && command -v addgroup >/dev/null; then
+    if ! getent passwd linnet >/dev/null; then
+        adduser --system --group --home /var/lib/linnet \
+            --gecos "Linnet voice agent" linnet >/dev/null
+    fi
+    for g in gpio spi; do
+        if ! getent group "$g" >/dev/null; then
+            addgroup --system "$g" >/dev/null
+            mkdir -p /var/lib/linnet
+            echo "$g" >> /var/lib/linnet/created-groups
+        fi
+    done
+fi
+exit 0
+SCRIPT
+
 cat > "$root/DEBIAN/postinst" <<'SCRIPT'
 #!/bin/sh
 set -e
@@ -108,14 +142,13 @@ if [ "$1" = configure ]; then
         adduser --system --group --home /var/lib/linnet \
             --gecos "Linnet voice agent" linnet >/dev/null
     fi
-    # The unit asks for these groups (SupplementaryGroups=); a system without GPIO or
-    # SPI gets empty ones so that the service can still start. The ones made here are
-    # recorded, so that purge removes them and never a group the system had.
+    # The groups when preinst could not make them (no adduser yet): the rules file is
+    # touched so that udevd parses it again, now that its groups exist.
     for g in gpio spi; do
         if ! getent group "$g" >/dev/null; then
             addgroup --system "$g" >/dev/null
-            mkdir -p /var/lib/linnet
             echo "$g" >> /var/lib/linnet/created-groups
+            touch /lib/udev/rules.d/60-linnet.rules
         fi
     done
     for g in audio gpio spi; do
@@ -177,7 +210,7 @@ case "$1" in
 esac
 exit 0
 SCRIPT
-chmod 0755 "$root/DEBIAN/postinst" "$root/DEBIAN/prerm" "$root/DEBIAN/postrm"
+chmod 0755 "$root/DEBIAN/preinst" "$root/DEBIAN/postinst" "$root/DEBIAN/prerm" "$root/DEBIAN/postrm"
 
 mkdir -p "$outdir"
 deb=$outdir/linnet_${version}_${arch}.deb

@@ -45,6 +45,11 @@ packages=(
   python3-gi python3-gst-1.0 gir1.2-gstreamer-1.0 gir1.2-gst-plugins-base-1.0
   gir1.2-gst-plugins-bad-1.0 gir1.2-nice-0.1 gstreamer1.0-nice gstreamer1.0-plugins-base
   gstreamer1.0-plugins-good gstreamer1.0-plugins-bad
+  # the virtual board (board/vm, make vboard): the arm64 machine, its disk image made
+  # with mmdebstrap (under qemu-user-static, above; for a foreign architecture it
+  # refuses to run without arch-test, and infers its sources' signed-by with gpg),
+  # gpio-sim's module checked with modinfo, the harness's ssh into the guest
+  qemu-system-arm qemu-utils mmdebstrap arch-test gpg e2fsprogs kmod xz-utils openssh-client
 )
 
 if [ "$demo" = 1 ]; then

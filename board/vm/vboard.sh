@@ -1,0 +1,343 @@
+#!/usr/bin/env bash
+# The virtual board: the arm64 package on Debian 12 arm64 with Debian's own
+# kernel under qemu-system-aarch64 (TCG), systemd as PID 1, snd-aloop as the sound card
+# and gpio-sim as the button's and LED's chip, calling `linnet answer` on this host.
+#
+#   board/vm/vboard.sh DEB HOST_LINNET [SCENARIO...]
+#
+# DEB is the arm64 package (make deb), HOST_LINNET a linnet for this machine (the
+# answerer). Scenarios, in order (all by default): install call watchdog card netem
+# powercut upgrade. One line each: "VBOARD PASS name: what was checked" or
+# "VBOARD FAIL name: why", then the figures as "VBOARD figure ..." lines. Exit 0 only
+# when every scenario passed.
+#
+# Everything waits by polling for a condition with a deadline. Sleeps appear only
+# where time itself is the stimulus (how long the button is held, a poll's interval).
+set -euo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+repo=$(cd "$here/../.." && pwd)
+deb=$(realpath "$1")
+host_linnet=$(realpath "$2")
+shift 2
+scenarios=("$@")
+[ ${#scenarios[@]} -gt 0 ] || scenarios=(install call watchdog card netem powercut upgrade)
+
+work=$repo/build/vboard
+rm -rf "$work"
+mkdir -p "$work"
+t_all=$(date +%s.%N)
+
+say() { echo "vboard: $*" >&2; }
+now() { date +%s.%N; }
+elapsed() { awk -v a="$1" -v b="$(now)" 'BEGIN { printf "%.1f", b - a }'; }
+# Figures are collected in a file (scenarios run in subshells) and printed at the end.
+figure() { echo "VBOARD figure $*" >> "$work/figures"; }
+
+# --- The image ----------------------------------------------------------------------
+t_image=$(now)
+entry=$("$here/image.sh")
+figure "image_step_seconds $(elapsed "$t_image") ($( [ "$(stat -c %Y "$entry/done")" -lt "${t_image%.*}" ] && echo cached || echo built now))"
+figure "image_build_seconds $(cat "$entry/build-seconds") (the cached image, built from nothing)"
+figure "image_qcow2_bytes $(stat -c %s "$entry/rootfs.qcow2")"
+
+# --- qemu ---------------------------------------------------------------------------
+# qemu's pid and ssh port are kept in files too: a scenario runs in a subshell, and
+# the power cut's second boot must be seen (and cleaned up) by the main shell.
+qemu_pid=
+answer_pid=
+ssh_port=
+load_vm() { qemu_pid=$(cat "$work/qemu.pid" 2>/dev/null || true); ssh_port=$(cat "$work/ssh.port" 2>/dev/null || true); }
+cleanup() {
+  load_vm
+  [ -n "$qemu_pid" ] && kill -9 "$qemu_pid" 2>/dev/null || true
+  [ -n "$answer_pid" ] && kill "$answer_pid" 2>/dev/null || true
+  ssh -O exit -o ControlPath="$work/ssh.sock" x 2>/dev/null || true
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+# A free local port for ssh (hostfwd); the guest reaches this host as 10.0.2.2.
+free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+
+# The disk: an overlay on the cached image, kept across the power cut's second boot.
+qemu-img create -q -f qcow2 -F qcow2 -b "$entry/rootfs.qcow2" "$work/disk.qcow2"
+
+ssh_opts=(-i "$entry/id_ed25519" -o StrictHostKeyChecking=no -o UserKnownHostsFile=/dev/null
+          -o LogLevel=ERROR -o ConnectTimeout=10 -o BatchMode=yes
+          -o ControlMaster=auto -o ControlPath="$work/ssh.sock" -o ControlPersist=600)
+g() { ssh "${ssh_opts[@]}" -p "$ssh_port" root@127.0.0.1 "$@"; }
+put() { scp -q "${ssh_opts[@]}" -P "$ssh_port" "$1" root@127.0.0.1:"$2"; }
+get() { scp -q "${ssh_opts[@]}" -P "$ssh_port" root@127.0.0.1:"$1" "$2"; }
+
+# poll SECONDS WHAT COMMAND...: runs COMMAND until it succeeds; fails after SECONDS.
+poll() {
+  local limit=$1 what=$2; shift 2
+  local end=$(( $(date +%s) + limit ))
+  while ! "$@" >/dev/null 2>&1; do
+    if [ "$(date +%s)" -ge "$end" ]; then say "timed out after ${limit}s: $what"; return 1; fi
+    [ -z "$qemu_pid" ] || kill -0 "$qemu_pid" 2>/dev/null || { say "qemu died: $what"; return 1; }
+    sleep 0.5
+  done
+}
+
+boot() {
+  local n=$1
+  ssh_port=$(free_port)
+  rm -f "$work/ssh.sock"
+  # cortex-a72 (the Pi 4's core) rather than -cpu max: TCG emulates max's pointer
+  # authentication in software, which costs much of the guest's speed.
+  qemu-system-aarch64 -M virt -cpu cortex-a72 -smp 2 -m 1024 -accel tcg,thread=multi \
+    -kernel "$entry/vmlinuz" -initrd "$entry/initrd.img" \
+    -append "root=/dev/vda rw console=ttyAMA0 net.ifnames=0 quiet" \
+    -drive file="$work/disk.qcow2",if=none,id=disk,format=qcow2 -device virtio-blk-pci,drive=disk \
+    -netdev user,id=net,hostfwd=tcp:127.0.0.1:"$ssh_port"-:22 -device virtio-net-pci,netdev=net,romfile= \
+    -device virtio-rng-pci \
+    -display none -monitor none -serial file:"$work/console-$n.log" &
+  qemu_pid=$!
+  # Reaped by pid polling, not `wait`: the shell would report the power cut's kill.
+  disown "$qemu_pid"
+  echo "$qemu_pid" > "$work/qemu.pid"
+  echo "$ssh_port" > "$work/ssh.port"
+  local t=$(now)
+  poll 240 "boot $n: ssh" g true || { tail -n 30 "$work/console-$n.log" >&2; return 1; }
+  # ssh answers before the boot is over: wait for systemd to say it is (a failed unit
+  # makes it "degraded", named in the log, not a failed boot).
+  poll 120 "boot $n: multi-user" booted || return 1
+  g 'systemctl --failed --no-legend' | sed "s/^/vboard: boot $n: failed unit: /" >&2 || true
+  boot_seconds=$(elapsed "$t")
+  figure "boot_seconds_$n $boot_seconds"
+}
+
+booted() { case "$(g 'systemctl is-system-running' || true)" in running|degraded) return 0 ;; *) return 1 ;; esac; }
+power_cut() {
+  local pid=$qemu_pid
+  qemu_pid=; rm -f "$work/qemu.pid"
+  kill -9 "$pid"
+  poll 10 "qemu gone" bash -c "! kill -0 $pid"
+}
+
+# --- The host's peer ----------------------------------------------------------------
+# The guest offers (it is behind qemu's NAT: the host reaches it only through
+# hostfwd); the answerer listens on loopback and advertises 10.0.2.2, the address qemu
+# maps to this host's loopback (answer --advertise).
+start_answer() {
+  : > "$work/answer.log"
+  "$host_linnet" answer --listen 127.0.0.1:0 --advertise 10.0.2.2 --mode echo \
+    > "$work/answer.out" 2>> "$work/answer.log" &
+  answer_pid=$!
+  poll 20 "answer READY" grep -q '^READY' "$work/answer.out"
+  answer_port=$(sed -n 's/^READY \([0-9]*\).*/\1/p' "$work/answer.out")
+}
+
+# --- Guest helpers --------------------------------------------------------------------
+status_field() { g "cat /run/linnet/status.json 2>/dev/null" | python3 -c "import json,sys; print(json.load(sys.stdin).get('$1'))" 2>/dev/null; }
+connected() { [ "$(status_field state)" = connected ]; }
+main_pid() { g 'systemctl show -p MainPID --value linnet'; }
+active() { [ "$(g 'systemctl is-active linnet')" = active ]; }
+new_main_pid() { local p; p=$(main_pid) && [ -n "$p" ] && [ "$p" != 0 ] && [ "$p" != "$1" ]; }
+card_gone() { g 'cat /proc/asound/cards' > "$work/cards" && ! grep -q Loopback "$work/cards"; }
+
+# One push-to-talk exchange, driven inside the guest so its timing does not depend on
+# ssh: a tone plays into the microphone side of the loopback the whole time, the
+# button is released / held / released / held / released (PHASE seconds each), what
+# the speaker plays (the host's echo of what it heard) is recorded, and the LED line is
+# sampled every 50 ms. The host then measures each phase (judge.py).
+ptt_exchange() {
+  local name=$1 phase=${2:-4}
+  g "/usr/local/sbin/vboard-ptt.sh $phase /root/$name" > "$work/$name.marks"
+  get "/root/$name.wav" "$work/$name.wav"
+  get "/root/$name.led" "$work/$name.led"
+  python3 "$here/judge.py" "$work/$name.wav" "$work/$name.marks" "$work/$name.led" > "$work/$name.judge"
+}
+
+# --- Scenarios ----------------------------------------------------------------------
+config() {
+  cat <<CONF
+# The virtual board: the AIY Voice HAT profile's button and LED
+# (/usr/share/linnet/board/aiy-voice-hat/linnet.conf) on gpio-sim, snd-aloop for sound,
+# the host's answerer over WHIP.
+whip = http://10.0.2.2:$answer_port/whip
+capture = default
+playback = default
+rate = 48000
+ptt = GPIO23
+ptt-mode = hold
+leds = GPIO25
+# The emulated board is some ten times slower than a Pi 4 (TCG): Opus at complexity 10
+# took a whole emulated core and the watchdog fired mid-call. The README's advice for
+# the slowest board (the Zero 2 W) is 5 or lower.
+complexity = 3
+# Holds in the test are longer than the 3 s that would end the session.
+ptt-long-press-ms = 0
+# The loopback has no acoustic path from speaker to microphone: nothing to cancel, and
+# the canceller would otherwise learn the echoed tone as the room.
+aec = off
+events = /run/linnet/events.jsonl
+stats-seconds = 5
+status-file = /run/linnet/status.json
+log-level = info
+CONF
+}
+
+sc_install() {
+  put "$deb" /root/linnet.deb
+  g 'DEBIAN_FRONTEND=noninteractive apt-get install -y -q /root/linnet.deb' > "$work/install.log" 2>&1
+  g 'linnet selftest' > "$work/selftest.log" 2>&1 || { cat "$work/selftest.log"; return 1; }
+  # The board: the sound card's config, the gpio-sim chip (made at every boot), the
+  # service's config and a token (the answerer asks for none; the unit needs the file).
+  # The microphone's sound: 40 s of 440 Hz at -6 dBFS (guest/vboard-ptt.sh plays it).
+  python3 - "$work/tone.wav" <<'PY'
+import math, struct, sys, wave
+w = wave.open(sys.argv[1], "wb"); w.setnchannels(1); w.setsampwidth(2); w.setframerate(48000)
+a = 32767 * 10 ** (-6 / 20)
+w.writeframes(b"".join(struct.pack("<h", int(a * math.sin(2 * math.pi * 440 * i / 48000))) for i in range(48000 * 40)))
+PY
+  put "$work/tone.wav" /root/tone.wav
+  put "$here/guest/asound.conf" /etc/asound.conf
+  put "$here/guest/vboard-gpio.sh" /usr/local/sbin/vboard-gpio.sh
+  put "$here/guest/vboard-ptt.sh" /usr/local/sbin/vboard-ptt.sh
+  put "$here/guest/vboard-gpio.service" /etc/systemd/system/vboard-gpio.service
+  g 'chmod +x /usr/local/sbin/vboard-*.sh && systemctl daemon-reload && systemctl enable -q --now vboard-gpio.service'
+  config > "$work/linnet.conf"
+  put "$work/linnet.conf" /etc/linnet/linnet.conf
+  g 'install -m 600 /dev/null /etc/linnet/token && echo vboard-token > /etc/linnet/token'
+  # The chip's node belongs to the gpio group through the package's udev rule.
+  g 'ls -l /dev/gpiochip*' > "$work/gpiochips"
+  grep -q ' root gpio ' "$work/gpiochips" || { say "gpiochip not in group gpio: $(cat "$work/gpiochips")"; return 1; }
+  # check, run as root, drops to linnet: the button must be usable as that user.
+  local rc=0
+  g 'linnet check' > "$work/check.log" 2>&1 || rc=$?
+  cat "$work/check.log" >&2
+  [ "$rc" = 0 ] || { say "linnet check exited $rc"; return 1; }
+  grep -E '^ *ptt' "$work/check.log" | grep -q -w ok || { say "check: ptt not ok"; return 1; }
+  echo "installed; selftest ok; gpiochip root:gpio; check exit 0 as linnet, $(grep -E '^ *ptt' "$work/check.log" | head -n 1 | tr -s ' ')"
+}
+
+sc_call() {
+  g 'systemctl enable -q --now linnet'
+  poll 90 "service connected" connected || { g 'journalctl -u linnet -n 40 --no-pager' >&2; return 1; }
+  ptt_exchange call 4 || { cat "$work/call.judge" >&2; return 1; }
+  cat "$work/call.judge"
+}
+
+sc_watchdog() {
+  local pid before after
+  pid=$(main_pid)
+  before=$(g 'systemctl show -p NRestarts --value linnet')
+  g "kill -STOP $pid"
+  local t=$(now)
+  poll 90 "a new main process" new_main_pid "$pid"
+  local restart=$(elapsed "$t")
+  poll 90 "connected after the restart" connected || return 1
+  after=$(g 'systemctl show -p NRestarts --value linnet')
+  [ "$after" -gt "$before" ] || { say "NRestarts $before → $after"; return 1; }
+  g "journalctl -u linnet --no-pager -n 200" > "$work/watchdog.journal"
+  grep -q -i 'watchdog timeout' "$work/watchdog.journal" || { say "no watchdog timeout in the journal"; return 1; }
+  echo "SIGSTOP pid $pid → systemd's watchdog timeout, new main pid after ${restart}s, connected again (NRestarts $before → $after)"
+}
+
+sc_card() {
+  local before after state
+  before=$(g 'systemctl show -p NRestarts --value linnet')
+  g 'echo snd_aloop.0 > /sys/bus/platform/drivers/snd_aloop/unbind'
+  local t=$(now)
+  # The card is gone for 50 s: in the field each start exited at once ("no such
+  # device") every ~4 s, and the unit's start limit (10 in 300 s) was hit in 40 s.
+  poll 30 "the card gone" card_gone || return 1
+  local end=$(( $(date +%s) + 50 )) failed=0
+  while [ "$(date +%s)" -lt "$end" ]; do
+    [ "$(g 'systemctl is-failed linnet' || true)" = failed ] && failed=1
+    sleep 1
+  done
+  state="$(g 'systemctl is-active linnet' || true), status $(status_field state)"
+  g 'echo snd_aloop.0 > /sys/bus/platform/drivers/snd_aloop/bind'
+  local back=$(now)
+  poll 90 "connected with the card back" connected || return 1
+  after=$(g 'systemctl show -p NRestarts --value linnet')
+  [ "$failed" = 0 ] || { say "the unit failed while the card was gone"; return 1; }
+  [ "$(g 'systemctl show -p Result --value linnet')" != start-limit-hit ] || return 1
+  ptt_exchange card 4 || { cat "$work/card.judge" >&2; return 1; }
+  echo "card unbound 50 s (unit never failed; at the end: $state; restarts $before → $after), rebound: connected $(elapsed "$back") s later; $(cat "$work/card.judge")"
+}
+
+sc_netem() {
+  g 'tc qdisc add dev eth0 root netem delay 80ms 30ms distribution normal loss 5%'
+  g 'tc qdisc show dev eth0' > "$work/netem.qdisc"
+  grep -q netem "$work/netem.qdisc" || return 1
+  local rc=0
+  ptt_exchange netem 4 || rc=$?
+  connected || rc=1
+  g 'tc qdisc del dev eth0 root'
+  [ "$rc" = 0 ] || { cat "$work/netem.judge" >&2; return 1; }
+  echo "netem $(sed -n 's/.*netem //p' "$work/netem.qdisc" | head -n 1): still connected; $(cat "$work/netem.judge")"
+}
+
+sc_powercut() {
+  local sum_before sum_after
+  sum_before=$(g 'sha256sum /etc/linnet/linnet.conf /etc/linnet/token; ls /var/lib/linnet')
+  power_cut
+  boot 2 || return 1
+  poll 90 "connected after the power cut" connected || return 1
+  sum_after=$(g 'sha256sum /etc/linnet/linnet.conf /etc/linnet/token; ls /var/lib/linnet')
+  [ "$sum_before" = "$sum_after" ] || { say "config/state differ: $sum_before / $sum_after"; return 1; }
+  # (dpkg -V lists the conffile linnet.conf, which the test itself replaced.)
+  g 'dpkg --audit; dpkg -V linnet | grep -v " c /etc/linnet/linnet.conf$"' > "$work/powercut.dpkg" 2>&1 || true
+  [ ! -s "$work/powercut.dpkg" ] || { cat "$work/powercut.dpkg" >&2; return 1; }
+  ! g 'dmesg | grep -i -E "EXT4-fs (error|warning)"' || return 1
+  ptt_exchange powercut 4 || { cat "$work/powercut.judge" >&2; return 1; }
+  echo "kill -9 qemu mid-call, boot: connected, config/token/state unchanged, dpkg clean, no ext4 errors; $(cat "$work/powercut.judge")"
+}
+
+sc_upgrade() {
+  # The same package with a higher version: what an update does to a running service.
+  local tmp=$work/upgrade old new pid
+  rm -rf "$tmp"; dpkg-deb -R "$deb" "$tmp"
+  old=$(sed -n 's/^Version: //p' "$tmp/DEBIAN/control")
+  new="$old+vboard1"
+  sed -i "s/^Version: .*/Version: $new/" "$tmp/DEBIAN/control"
+  dpkg-deb --root-owner-group -Zxz --build "$tmp" "$work/linnet_upgrade.deb" >/dev/null
+  put "$work/linnet_upgrade.deb" /root/linnet_upgrade.deb
+  pid=$(main_pid)
+  local conf_before=$(g 'sha256sum /etc/linnet/linnet.conf')
+  g 'DEBIAN_FRONTEND=noninteractive apt-get install -y -q /root/linnet_upgrade.deb' > "$work/upgrade.log" 2>&1
+  [ "$(g "dpkg-query -W -f '\${Version}' linnet")" = "$new" ] || return 1
+  [ "$(main_pid)" != "$pid" ] || { say "the service was not restarted"; return 1; }
+  poll 90 "connected after the upgrade" connected || return 1
+  [ "$(g 'sha256sum /etc/linnet/linnet.conf')" = "$conf_before" ] || return 1
+  ptt_exchange upgrade 4 || { cat "$work/upgrade.judge" >&2; return 1; }
+  echo "$old → $new with the service running: restarted (pid $pid → $(main_pid)), config kept, connected; $(cat "$work/upgrade.judge")"
+}
+
+# --- Run ----------------------------------------------------------------------------
+failed=0
+boot 1 || { echo "VBOARD FAIL boot: see $work/console-1.log"; exit 1; }
+start_answer
+for s in "${scenarios[@]}"; do
+  set +e
+  ( set -e; "sc_$s" ) > "$work/$s.result" 2> "$work/$s.err"
+  rc=$?
+  set -e
+  load_vm
+  if [ "$rc" = 0 ]; then
+    echo "VBOARD PASS $s: $(tail -n 1 "$work/$s.result")"
+  else
+    echo "VBOARD FAIL $s: $(tail -n 3 "$work/$s.err" | tr '\n' ' ')"
+    failed=1
+    # A later scenario needs a working call: stop at the first failure of one.
+    [ -n "$qemu_pid" ] && kill -0 "$qemu_pid" 2>/dev/null || break
+  fi
+  if [ "$s" = call ] && [ "$rc" = 0 ]; then
+    # The host's CPU for a 30 s call: qemu (the whole emulated board) and the answerer.
+    cpu() { awk '{ print $14 + $15 }' "/proc/$1/stat"; }
+    # 30 s of the exchange (6 s phases): the button held half the time, the tone playing.
+    q0=$(cpu "$qemu_pid"); a0=$(cpu "$answer_pid"); t0=$(now)
+    ptt_exchange cpu 6 > /dev/null 2>&1 || true
+    q1=$(cpu "$qemu_pid"); a1=$(cpu "$answer_pid")
+    hz=$(getconf CLK_TCK)
+    figure "call_30s_host_cpu_seconds qemu $(awk -v a="$q0" -v b="$q1" -v h="$hz" 'BEGIN { printf "%.1f", (b-a)/h }') answer $(awk -v a="$a0" -v b="$a1" -v h="$hz" 'BEGIN { printf "%.1f", (b-a)/h }') over $(elapsed "$t0") s (the exchange of 5 × 6 s, the button held 12 s of it, and copying its recording)"
+  fi
+done
+g 'journalctl -b --no-pager' > "$work/journal.log" 2>/dev/null || true
+figure "vboard_total_seconds $(elapsed "$t_all")"
+cat "$work/figures"
+exit "$failed"
