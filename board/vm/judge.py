@@ -64,12 +64,16 @@ if len(runs) != 2:
     problems.append(f"{len(runs)} stretches of tone, not 2")
 else:
     for (a, b), h in zip(runs, held):
-        if abs((b - a) * FRAME - h) > TOLERANCE:
-            problems.append(f"a {((b - a) * FRAME):.1f} s stretch for a {h:.1f} s hold")
+        # Dropouts inside a stretch are time the recording gained while playback
+        # stalled, not time the tone was sent: they do not count.
+        d = sum(1 for k in kinds[a:b] if k != "zero") * FRAME
+        if abs(d - h) > TOLERANCE:
+            problems.append(f"a {d:.1f} s stretch for a {h:.1f} s hold")
     if not any(k == "quiet" for k in kinds[:runs[0][0]]) or not any(k == "quiet" for k in kinds[runs[0][1]:runs[1][0]]) \
             or not any(k == "quiet" for k in kinds[runs[1][1]:]):
         problems.append("no silence around a stretch of tone")
-sound = f"tone {' + '.join(f'{(b - a) * FRAME:.1f}' for a, b in runs)} s for holds of {' + '.join(f'{h:.1f}' for h in held)} s, " \
+lengths = [sum(1 for k in kinds[a:b] if k != "zero") * FRAME for a, b in runs]
+sound = f"tone {' + '.join(f'{d:.1f}' for d in lengths)} s for holds of {' + '.join(f'{h:.1f}' for h in held)} s, " \
         f"{quiet * FRAME:.1f} s silent, {kinds.count('zero') * FRAME:.1f} s dropouts"
 
 leds = [(float(a), b) for a, b in (l.split() for l in open(led_path) if len(l.split()) == 2)]
