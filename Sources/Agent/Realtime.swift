@@ -941,7 +941,18 @@ public struct RealtimeConversation: Sendable {
             guard bytesEqual(item?["type"]?.string, "message"), bytesEqual(item?["role"]?.string, "assistant"),
                   let id = item?["id"]?.string else { return }
             let response = event["response_id"]?.string
-            if response != nil && bytesEqual(response, cancelledResponseID) { return }
+            if response != nil && bytesEqual(response, cancelledResponseID) {
+                // Cut before its item was named: the truncate goes now, at what was heard.
+                if var current = audioItem, current.id.isEmpty, let ms = current.truncatedAt,
+                   bytesEqual(response, current.responseID), settings.truncatesHeardAudio {
+                    current.id = id
+                    audioItem = current
+                    send(["type": "conversation.item.truncate", "item_id": .string(id),
+                          "content_index": JSONValue(current.contentIndex), "audio_end_ms": JSONValue(ms)])
+                    emit(.truncated(itemID: id, audioEndMilliseconds: ms))
+                }
+                return
+            }
             if var current = audioItem, current.id.isEmpty, current.truncatedAt == nil,
                response == nil || current.responseID == nil || bytesEqual(response, current.responseID) {
                 // The response's own item: its audio start stays where the response began.

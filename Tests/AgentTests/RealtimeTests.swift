@@ -1283,6 +1283,17 @@ private enum Fixture {
         #expect(try truncate(drain(&c))?["audio_end_ms"]?.int64 == 35_890 - 32_400)
     }
 
+    @Test("a press before the response's item was named truncates it when it is named")
+    func pressBeforeTheItemIsNamed() throws {
+        var c = opened(settings(.ptt))
+        c.downlink(heard: 3_000, spurtStart: 0, voiceEnd: 3_000)
+        _ = receive(&c, Fixture.responseCreated)
+        c.press(now: at(0))
+        #expect(try truncate(drain(&c)) == nil)  // no item id to name yet
+        let t = try #require(try truncate(receive(&c, Self.itemAdded)))
+        #expect(t["item_id"]?.string == Fixture.replyItem && t["audio_end_ms"]?.int64 == 0)
+    }
+
     @Test("a cut before the reply's first audible sound played truncates at 0")
     func cutBeforeTheVoice() throws {
         var c = opened(settings(.ptt))
