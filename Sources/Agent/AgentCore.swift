@@ -1,3 +1,8 @@
+// The agent core's class: its state, inputs, the supervisor's decisions and the
+// session reports. Its types are in AgentTypes.swift, AgentSettings.swift and
+// CallMedia.swift; the status file and the stats line in AgentStatus.swift and
+// AgentStats.swift.
+
 /// The agent as a sans-IO core: the Supervisor, one `SessionMachine` per provider
 /// session (route exchange, peer connection, events channel, provider-side close), the
 /// conversation on the session that carries the audio, stats, the status snapshot and
@@ -27,255 +32,6 @@ import SDP
 import SCTP
 import Settings
 
-/// Exit statuses (sysexits.h), one rule for every command (README "exit statuses").
-public enum ExitStatus: Int32, Sendable {
-    case ok = 0
-    case usage = 64
-    case dataError = 65
-    case unavailable = 69
-    case software = 70
-    /// An output failed while running (EX_IOERR): e.g. `--output` hit a full disk, so
-    /// the recording is incomplete. The call itself went on.
-    case ioError = 74
-    case config = 78
-}
-
-/// Severity of a line the core wants logged (the runtime owns the log): the program's
-/// one log level (Wire's, which Platform's Log filters by), not a copy of it.
-public typealias AgentLogLevel = LogLevel
-
-/// One HTTP exchange the runtime runs for the core.
-public typealias RequestID = Int
-
-/// Why an HTTP exchange got no usable response, as the runtime's client saw it.
-public struct HTTPTransportFailure: Error, Sendable, Equatable, CustomStringConvertible {
-    public enum Kind: Sendable, Equatable {
-        /// Nothing came back: DNS, refused, reset, timeout, TLS other than certificates.
-        case noAnswer
-        /// Bytes came back that are not acceptable HTTP (garbage, too large).
-        case badData
-        /// Only a person can fix it: a certificate that does not verify, no trust store.
-        case configuration
-    }
-    public var kind: Kind
-    public var message: String
-
-    public init(_ kind: Kind, _ message: String) {
-        self.kind = kind
-        self.message = message
-    }
-
-    public var description: String { message }
-}
-
-/// Media for one call (encode the uplink, decode and play out the downlink): the
-/// runtime makes one per session (`AgentCore.makeMedia`). Class-bound so the core can
-/// hold any implementation (Embedded Swift has existentials of class protocols only).
-public protocol CallMedia: AnyObject {
-    /// The RTP duration of one uplink frame: 48 kHz ticks (48 × frame-ms, RFC 7587 §4.1).
-    var frameTicks: UInt32 { get }
-    /// Encodes one uplink frame into `packet`, the room after the RTP header of the
-    /// datagram being built (Opus writes straight into it: one copy on the send path,
-    /// Peer.sendAudio(samples:now:encode:)); the payload length, or nil when nothing is
-    /// to be sent (the frame's RTP time still passes).
-    func encode(_ frame: UnsafeBufferPointer<Int16>, into packet: UnsafeMutableRawBufferPointer) -> Int?
-    /// A received Opus packet, for the jitter buffer.
-    func received(_ audio: ReceivedAudio)
-    /// Figures for the stats line.
-    var counters: MediaCounters { get }
-}
-
-/// Packets and frames over all the sessions of a run.
-public struct CallTotals: Sendable, Equatable {
-    public var sent = 0
-    public var received = 0
-    public var decoded = 0
-    public var concealed = 0
-}
-
-public struct MediaCounters: Sendable, Equatable {
-    public var framesDecoded = 0
-    public var concealed = 0
-    public var fecRecovered = 0
-    public var bytesSent = 0
-    /// The jitter buffer's target delay: the largest recent lateness plus one frame,
-    /// within its configured bounds (what each talkspurt starts at).
-    public var jitterTargetMicroseconds = 0
-    public init() {}
-}
-
-/// The audio side's figures, which the runtime keeps up to date (`AgentCore.audio`).
-public struct AudioCounters: Sendable, Equatable {
-    public var captureXruns = 0
-    public var playbackXruns = 0
-    public var captureStalls = 0
-    public var captureStaleFrames = 0
-    /// The audio threads' timeline jumps (DuplexAudio.timelineJumps).
-    public var timelineJumps = 0
-    /// Microphone level (RMS dBFS), when a meter runs.
-    public var micDBFS: Double?
-    public init() {}
-}
-
-/// What the core is configured with (from `Config` and the command).
-public struct AgentSettings: Sendable {
-    public var route: Route
-    /// The device's bearer token; it goes only to the route's configured origin.
-    public var token: String?
-    public var policy: SupervisorPolicy
-    /// `max-attempts` (0: forever).
-    public var maxAttempts: Int
-    /// End cleanly this long after the first connection (nil: run until stopped).
-    public var runFor: Duration?
-    /// The data channel the provider's events ride on (`oai-events`).
-    public var eventsChannel: String
-    /// Lines sent on every new session's events channel (`send` key).
-    public var sendOnOpen: [String]
-    /// A stats record this often (nil: only at the end).
-    public var statsInterval: Duration?
-    /// Push-to-talk (the button talks) or voice detection (the button mutes).
-    public var pushToTalk: Bool
-    /// Voice mode: when the microphone is held shut (silence sent) so the assistant
-    /// never hears itself as the user (`Config.micHold`). Chosen over
-    /// `interrupt_response: false`, which would still let the provider transcribe the
-    /// echo as a user turn and answer it once the response ends.
-    public var micHold = MicHold.never
-    /// Barge-in by Linnet's own voice flag (`barge-in-ms`): in voice mode, unless the
-    /// microphone is held for the whole reply, the flag held this long without a break
-    /// while the assistant speaks cuts the response at once (`localVoice`), a network
-    /// round trip before the provider's VAD would. nil: off (push-to-talk, half duplex,
-    /// no flag: the runtime leaves it nil).
-    public var localBargeIn: Duration? = nil
-    public var turnDetectionName: String
-    /// The events-channel conversation (OpenAI Realtime), when the route speaks it.
-    public var realtime: RealtimeSettings
-    /// The peer connection's settings (ICE: STUN server, consent probe…); the host
-    /// addresses come from `.socketsBound`.
-    public var peer: PeerConfiguration
-    /// How long gathering may take before the offer goes out with what it has.
-    public var gatherTimeout: Duration = .seconds(2)
-    /// The same when TURN allocations are being made: two round trips to the server
-    /// (the 401 challenge, then the allocation), after a TCP and TLS handshake for
-    /// `turns:`, on a network slow enough to need a relay.
-    public var relayGatherTimeout: Duration = .seconds(5)
-    /// `ice-transport-policy relay`: only relayed candidates are offered and paired
-    /// (host candidates stay out, as in the browser's `iceTransportPolicy`).
-    public var relayOnly = false
-    /// Deadlines of the route's HTTP exchanges.
-    public var offerTimeout: Duration = .seconds(10)
-    public var closeTimeout: Duration = .seconds(3)
-    public var restartTimeout: Duration = .seconds(5)
-    /// OpenAI: the backend's route that hangs up a call (`hangup-url`, POST
-    /// `{"call_id"}` with the device's token); nil: the ephemeral key's hangup.
-    public var hangupURL: HTTPURL?
-    /// A fault of the device that persists (a configured button that cannot be used):
-    /// the status file's `problem` while no other is to be shown.
-    public var deviceProblem: String? = nil
-    /// How far in a TURN server the provider names may be (`learned-ice-servers`).
-    public var learnedServerReach = LearnedServerReach.auto
-    /// The configured TURN servers: their credentials are never given to another.
-    public var configuredRelays: [TURNServer] = []
-    /// Earlier transcript turns given to each new session (`carry-turns`; 0: none) …
-    public var carryTurns = 20
-    /// … at most this many bytes of their text in all.
-    public var carryBytes = 8 * 1024
-
-    public init(route: Route, token: String?, policy: SupervisorPolicy, maxAttempts: Int, runFor: Duration?, eventsChannel: String,
-                sendOnOpen: [String], statsInterval: Duration?, pushToTalk: Bool, turnDetectionName: String,
-                realtime: RealtimeSettings, peer: PeerConfiguration) {
-        self.route = route
-        self.token = token
-        self.policy = policy
-        self.maxAttempts = maxAttempts
-        self.runFor = runFor
-        self.eventsChannel = eventsChannel
-        self.sendOnOpen = sendOnOpen
-        self.statsInterval = statsInterval
-        self.pushToTalk = pushToTalk
-        self.turnDetectionName = turnDetectionName
-        self.realtime = realtime
-        self.peer = peer
-    }
-}
-
-/// What the status file says (a kiosk UI reads it).
-public struct AgentStatus: Sendable, Equatable {
-    public var state: SessionState
-    public var sinceSeconds: Double
-    public var muted: Bool
-    public var turnDetection: String
-    public var reconnects: Int
-    public var session: Int?
-    public var rttMilliseconds: Double?
-    public var lastUser: String?
-    public var lastAssistant: String?
-    /// Why nothing works until a person acts (`insufficient_quota`), while it lasts.
-    public var problem: String? = nil
-
-    /// The file's bytes: one JSON object and a newline.
-    public var json: [UInt8] {
-        var o = JSONObject()
-        o["state"] = .string(state.rawValue)
-        o["since_s"] = .number(JSONNumber(sinceSeconds))
-        o["muted"] = .bool(muted)
-        o["turn_detection"] = .string(turnDetection)
-        o["reconnects"] = .number(JSONNumber(reconnects))
-        if let session { o["session"] = .number(JSONNumber(session)) }
-        if let rttMilliseconds { o["rtt_ms"] = .number(JSONNumber(rttMilliseconds)) }
-        if let lastUser { o["last_user"] = .string(lastUser) }
-        if let lastAssistant { o["last_assistant"] = .string(lastAssistant) }
-        if let problem { o["problem"] = .string(problem) }
-        var bytes = JSONValue.object(o).serialized()
-        bytes.append(10)
-        return bytes
-    }
-}
-
-/// What the core asks of the runtime.
-public enum AgentOutput {
-    /// Bind this session's UDP sockets (one per gathering address); answer with
-    /// `socketsBound` or `socketsUnavailable`.
-    case bind(session: Int)
-    /// The session is gone: close its sockets.
-    case unbind(session: Int)
-    case transmit(session: Int, bytes: [UInt8], from: SocketAddress, to: SocketAddress)
-    /// Run this exchange; answer with `httpResponse` or `httpFailed` (never both).
-    case http(RequestID, HTTPRequest, timeout: Duration)
-    /// Abandon an exchange: its answer must not be delivered.
-    case cancelHTTP(RequestID)
-    /// The microphone's mute gate (push-to-talk, the mute button, and silence until
-    /// the provider's session is configured).
-    case mute(Bool)
-    /// Empty the playback of this session at once (barge-in): the jitter buffer and
-    /// whatever the audio output still holds.
-    case flushPlayback(session: Int)
-    /// Audio now goes to (and comes from) this session.
-    case switchAudio(session: Int)
-    /// Keep this on disk while the session lives (a process killed mid-call cannot
-    /// close it; the next start does): `nil` forgets it (the session is closed).
-    case pendingClose(session: Int, PendingClose?)
-    /// A TURN server the provider's answer named, judged usable (`LearnedServers`):
-    /// sessions from the next one on allocate on it too. Not this one: its offer was
-    /// complete before the answer came, and no provider here takes trickled candidates.
-    case addRelay(TURNServer, SocketAddress)
-    /// The same, named by host: resolve it and answer with `relayResolved`.
-    case resolveRelay(TURNServer)
-    /// An ICE restart began on a session with relayed candidates: refresh its TURN
-    /// allocations now (RFC 8656 §7.2).
-    case refreshRelays(session: Int)
-    /// A line for the `--events` file.
-    case record(String, [(String, JSONValue)])
-    case log(AgentLogLevel, String)
-    /// systemd's `STATUS=`.
-    case notify(String)
-    /// Rewrite the status file.
-    case status(AgentStatus)
-    /// Every session is closed: exit with this.
-    case exit(ExitStatus)
-    /// Call `handleTimeout` at this instant.
-    case timeout(Instant)
-}
-
 public final class AgentCore {
     public let settings: AgentSettings
     public private(set) var supervisor: Supervisor
@@ -298,13 +54,18 @@ public final class AgentCore {
 
     /// TURN servers the provider named, and what was made of them.
     var learned: LearnedServers
+    /// The model's tool calls: judged, running, answered.
+    public private(set) var tools: ToolCalls
+    /// Calls run, and calls refused or failed (the stats line and the status file).
+    public private(set) var toolCallsRun = 0
+    public private(set) var toolCallsFailed = 0
     // The conversation on the session that carries the audio.
     var conversation: RealtimeConversation
     public private(set) var lastUserText: String?
     public private(set) var lastAssistantText: String?
-    public private(set) var assistantSpeaking = false
-    /// When the assistant last started speaking (nil: silent).
-    var speakingSince: Instant?
+    /// The assistant's voice, as the events channel tells it.
+    var assistant = AssistantVoice.silent
+    public var assistantSpeaking: Bool { assistant != .silent }
 
     public private(set) var muted: Bool
     /// What the mute gate was last told (`.mute`): `muted`, kept open for a release's
@@ -316,15 +77,21 @@ public final class AgentCore {
     /// The final transcript lines so far (most recent last, bounded), carried into the
     /// next session.
     public private(set) var history: [CarriedTurn] = []
-    public private(set) var stopping = false
-    var stopped = false
-    var exitStatus = ExitStatus.ok
+    /// Running, stopping (sessions closing) or stopped; the exit status is in the case.
+    var life = RunLife.running
+    public var stopping: Bool { life != .running }
     var lastFailureStatus = ExitStatus.unavailable
     public private(set) var firstConnectedAt: Instant?
     var endAt: Instant?
     var nextStats: Instant?
     var stateSince = Instant.zero
     public private(set) var reconnects = 0
+    /// Sessions started, by reason (`StartReason`: initial, reconnect, rollover), and
+    /// those that connected: the fleet metrics' counters.
+    public private(set) var sessionStarts = (initial: 0, reconnect: 0, rollover: 0)
+    public private(set) var connects = 0
+    /// What the provider said the run's responses cost (`response.done`'s `usage`).
+    public private(set) var usage = ProviderUsage()
     /// What the status file names as the reason nothing works (`insufficient_quota`).
     public private(set) var problem: String?
     public private(set) var lastConnectMilliseconds: Int64?
@@ -348,6 +115,7 @@ public final class AgentCore {
         micClosed = true
         conversation = RealtimeConversation(settings: settings.realtime)
         learned = LearnedServers(reach: settings.learnedServerReach, routeHost: settings.route.answerURL.host)
+        tools = ToolCalls(settings.tools)
         conversation = newConversation()
     }
 
@@ -382,7 +150,10 @@ public final class AgentCore {
     /// for it (each ends in `relayAllocated` or `relayFailed`).
     public func socketsBound(session id: Int, addresses: [SocketAddress], relays: Int = 0, now: Instant) {
         self.now = now
-        sessions[id]?.bound(addresses, relays: relays)
+        if let s = sessions[id] {
+            s.bound(addresses, relays: relays, media: makeMedia(id), now: now)
+            apply(s)
+        }
         driveSupervisor()
     }
 
@@ -390,7 +161,10 @@ public final class AgentCore {
     /// candidate; what is sent from it goes through the allocation.
     public func relayAllocated(session id: Int, relayed: SocketAddress, mapped: SocketAddress?, server: IPAddress, via: String, now: Instant) {
         self.now = now
-        sessions[id]?.relayAllocated(relayed: relayed, mapped: mapped, server: server, via: via)
+        if let s = sessions[id] {
+            s.relayAllocated(relayed: relayed, mapped: mapped, server: server, via: via, now: now)
+            apply(s)
+        }
         driveSupervisor()
     }
 
@@ -398,7 +172,10 @@ public final class AgentCore {
     /// `configuration`: only a person can fix it (wrong credentials).
     public func relayFailed(session id: Int, server: String, reason: String, configuration: Bool, now: Instant) {
         self.now = now
-        sessions[id]?.relayFailed(server: server, reason: reason, configuration: configuration)
+        if let s = sessions[id] {
+            s.relayFailed(server: server, reason: reason, configuration: configuration, now: now)
+            apply(s)
+        }
         driveSupervisor()
     }
 
@@ -415,21 +192,24 @@ public final class AgentCore {
     public func handleDatagram(session id: Int, _ datagram: UnsafeMutableRawBufferPointer, from: SocketAddress, local: SocketAddress, now: Instant) {
         self.now = now
         guard let s = sessions[id] else { return }
-        s.datagram(datagram, from: from, local: local)
+        s.datagram(datagram, from: from, local: local, now: now)
+        apply(s)
         driveSupervisor()
     }
 
     public func httpResponse(_ request: RequestID, _ response: HTTPResponse, wallClock: Int64, now: Instant) {
         self.now = now
         guard let (session, purpose) = requests.removeValue(forKey: request), let s = sessions[session] else { return }
-        s.httpResponse(purpose, response, wallClock: wallClock)
+        s.httpResponse(purpose, response, wallClock: wallClock, now: now)
+        apply(s)
         driveSupervisor()
     }
 
     public func httpFailed(_ request: RequestID, _ failure: HTTPTransportFailure, now: Instant) {
         self.now = now
         guard let (session, purpose) = requests.removeValue(forKey: request), let s = sessions[session] else { return }
-        s.httpFailed(purpose, failure)
+        s.httpFailed(purpose, failure, now: now)
+        apply(s)
         driveSupervisor()
     }
 
@@ -480,10 +260,11 @@ public final class AgentCore {
             // The gate ramps the device's audio down; what is sent is silence even for
             // frames captured before it closed.
             if silence.count != frame.count { silence = [Int16](repeating: 0, count: frame.count) }
-            silence.withUnsafeBufferPointer { s.sendAudio($0, media: media) }
+            silence.withUnsafeBufferPointer { s.sendAudio($0, media: media, now: now) }
         } else {
-            s.sendAudio(frame, media: media)
+            s.sendAudio(frame, media: media, now: now)
         }
+        apply(s)
         conversation.audioSent(milliseconds: Int(media.frameTicks / 48))
         drainConversation()
     }
@@ -519,7 +300,7 @@ public final class AgentCore {
         }
         // Over the assistant for the whole debounce: a stretch that began before it
         // started speaking counts from its start.
-        guard !localVoiceCut, assistantSpeaking, !micClosed, let since = speakingSince,
+        guard !localVoiceCut, !micClosed, case .speaking(let since) = assistant,
               now - since >= threshold else { return }
         localVoiceCut = true
         // The state is known from the events channel (OpenAI's events, or a backend
@@ -584,9 +365,8 @@ public final class AgentCore {
     /// Closes every session (provider-side close first); `.exit` follows once they are.
     public func stop(_ status: ExitStatus = .ok, reason: String? = nil, now: Instant) {
         self.now = now
-        guard !stopping else { return }
-        stopping = true
-        exitStatus = status
+        guard life == .running else { return }
+        life = .stopping(status)
         // The last figures of the call, whatever the stats interval.
         if activeSession != nil { writeStats() }
         if let reason { log(status == .ok ? .info : .error, reason) }
@@ -606,7 +386,18 @@ public final class AgentCore {
             if nextStats! <= now { nextStats = now + interval }
             writeStats()
         }
-        for s in Array(sessions.values) { s.handleTimeout() }
+        for s in Array(sessions.values) {
+            s.handleTimeout(now: now)
+            apply(s)
+        }
+        for late in tools.handleTimeout(now: now) {
+            toolCallsFailed += 1
+            emit(.cancelTool(late.id))
+            log(.warning, "tool run \(late.id): " + late.output)
+            record("tool_result", [("run", JSONValue(late.id)), ("ok", false), ("timed_out", true)])
+            conversation.toolOutput(callID: late.callID, output: late.output, now: now)
+            drainConversation()
+        }
         if let t = conversation.nextDeadline, now >= t {
             conversation.handleTimeout(now: now)
             drainConversation()
@@ -626,6 +417,7 @@ public final class AgentCore {
         if let e = endAt { t = min(t, e) }
         if let n = nextStats { t = min(t, n) }
         if let c = conversation.nextDeadline { t = min(t, c) }
+        if let d = tools.deadline { t = min(t, d) }
         return t
     }
 
@@ -635,59 +427,11 @@ public final class AgentCore {
     var activeSession: SessionMachine? { activeID.flatMap { sessions[$0] } }
     /// The session carrying the audio's peer (stats, tests).
     public var activePeer: Peer? { activeSession?.peer }
+    /// The media the speaker plays: the active session's, owned by that session (the
+    /// runtime keeps no reference of its own, so none outlives its session).
+    public var playing: CallMedia? { activeSession?.media }
     public func peer(of session: Int) -> Peer? { sessions[session]?.peer }
     public var sessionIDs: [Int] { sessions.keys.sorted() }
-
-    public var statusSnapshot: AgentStatus {
-        AgentStatus(state: supervisor.state, sinceSeconds: Double((now - stateSince).milliseconds) / 1000, muted: muted,
-                    turnDetection: settings.turnDetectionName, reconnects: reconnects, session: activeID,
-                    rttMilliseconds: activeSession?.peer?.stats.roundTripTime.map { Double($0.microseconds) / 1000 },
-                    lastUser: lastUserText, lastAssistant: lastAssistantText, problem: problem ?? settings.deviceProblem)
-    }
-
-    /// The stats line's fields (state, audio counters, the active call's figures).
-    public func statsFields() -> [(String, JSONValue)] {
-        var f: [(String, JSONValue)] = [("state", .string(supervisor.state.rawValue)), ("reconnects", .number(JSONNumber(reconnects)))]
-        f.append(("capture_xruns", .number(JSONNumber(audio.captureXruns))))
-        // Stops of the uplink past 200 ms (the process stopped, the loop held) and the
-        // frames dropped as stale after them rather than sent late in a burst.
-        f.append(("capture_stalls", .number(JSONNumber(audio.captureStalls))))
-        f.append(("capture_stale_frames", .number(JSONNumber(audio.captureStaleFrames))))
-        f.append(("playback_xruns", .number(JSONNumber(audio.playbackXruns))))
-        // Each jump of an audio thread's timeline moves the echo reference (the echo
-        // comes back while the canceller learns again): a figure for a board whose
-        // driver reports its delay coarsely.
-        f.append(("audio_timeline_jumps", .number(JSONNumber(audio.timelineJumps))))
-        if let db = audio.micDBFS { f.append(("mic_dbfs", .number(JSONNumber((db * 10).rounded() / 10)))) }
-        guard let s = activeSession, let p = s.peer else { return f }
-        let stats = p.stats
-        let media = s.media?.counters ?? MediaCounters()
-        f.append(("session", .number(JSONNumber(s.id))))
-        f.append(("packets_sent", .number(JSONNumber(stats.rtpSent))))
-        f.append(("packets_received", .number(JSONNumber(stats.rtpReceived))))
-        f.append(("packets_lost", .number(JSONNumber(Int(stats.packetsLost)))))
-        f.append(("remote_loss_percent", .number(JSONNumber((Double(stats.remoteFractionLost) * 1000 / 256).rounded() / 10))))
-        f.append(("jitter_ms", .number(JSONNumber((Double(stats.jitter) / 4.8).rounded() / 10))))
-        f.append(("jitter_target_ms", .number(JSONNumber((Double(media.jitterTargetMicroseconds) / 100).rounded() / 10))))
-        f.append(("concealed", .number(JSONNumber(media.concealed))))
-        f.append(("fec_recovered", .number(JSONNumber(media.fecRecovered))))
-        f.append(("srtp_dropped", .number(JSONNumber(stats.srtpDropped))))
-        // What could not go: the socket refused it, or RTP/SRTP could not make the
-        // packet (shown once there is any).
-        if stats.sendFailed > 0 { f.append(("send_failed", .number(JSONNumber(stats.sendFailed)))) }
-        if stats.rtpNotProtected > 0 { f.append(("rtp_not_protected", .number(JSONNumber(stats.rtpNotProtected)))) }
-        // DTLS/SRTP from addresses ICE never validated, and STUN that failed its
-        // integrity check: strangers, dropped without an answer.
-        f.append(("stranger_dropped", .number(JSONNumber(stats.unvalidatedDropped + p.iceStats.unauthenticated))))
-        if let rtt = stats.roundTripTime { f.append(("rtt_ms", .number(JSONNumber((Double(rtt.microseconds) / 100).rounded() / 10)))) }
-        if let last = lastStats, now > last.at, media.bytesSent >= last.bytes {
-            let kbps = Double(media.bytesSent - last.bytes) * 8 / (Double((now - last.at).microseconds) / 1_000_000) / 1000
-            f.append(("bitrate_kbps", .number(JSONNumber((kbps * 10).rounded() / 10))))
-        }
-        lastStats = (now, media.bytesSent)
-        if let ms = lastConnectMilliseconds { f.append(("connect_ms", .number(JSONNumber(Int(ms))))) }
-        return f
-    }
 
     // MARK: - The supervisor's decisions
 
@@ -706,14 +450,23 @@ public final class AgentCore {
         switch action {
         case .startSession(let id, let reason):
             if reason != .initial { reconnects += 1 }
-            let s = SessionMachine(id: id, core: self, peerSeed: seed.next())
+            switch reason {
+            case .initial: sessionStarts.initial += 1
+            case .reconnect: sessionStarts.reconnect += 1
+            case .rollover: sessionStarts.rollover += 1
+            }
+            let s = SessionMachine(id: id, settings: settings, deviceCredential: deviceCredential, identity: identity, crypto: crypto,
+                                   peerSeed: seed.next(), now: now)
             // On OpenAI the conversation sends them once the session is configured.
             if !speaksRealtime { s.queued = settings.sendOnOpen }
             sessions[id] = s
             record("session", [("id", .number(JSONNumber(id))), ("reason", .string(reason.rawValue))])
             emit(.bind(session: id))
         case .restartICE(let id):
-            guard let s = sessions[id], s.restartICE() else { return supervisor.restartFailed(id, now: now) }
+            guard let s = sessions[id] else { return supervisor.restartFailed(id, now: now) }
+            let started = s.restartICE(now: now)
+            apply(s)
+            guard started else { return supervisor.restartFailed(id, now: now) }
             record("ice_restart", [("session", .number(JSONNumber(id)))])
         case .switchAudio(let id):
             let previous = activeID
@@ -721,8 +474,7 @@ public final class AgentCore {
             // A new provider session: its conversation starts afresh (with the turns
             // of the old one), and the microphone is silent until it is configured.
             conversation = newConversation()
-            assistantSpeaking = false
-            speakingSince = nil
+            assistant = .silent
             syncMic()
             emit(.switchAudio(session: id))
             if let s = sessions[id] {
@@ -744,7 +496,8 @@ public final class AgentCore {
                 totals.decoded += m.framesDecoded
                 totals.concealed += m.concealed
             }
-            s.close()
+            s.close(now: now)
+            apply(s)
         case .stateChanged(let state, let reason):
             stateChanged(state, reason)
         case .retryScheduled(let delay, let attempt, let failure):
@@ -771,6 +524,7 @@ public final class AgentCore {
         emit(.notify("session \(text)"))
         writeStatus()
         if state == .connected {
+            connects += 1
             attemptLimit.connected()
             if firstConnectedAt == nil {
                 firstConnectedAt = now
@@ -788,8 +542,8 @@ public final class AgentCore {
     }
 
     func finishIfIdle() {
-        guard stopping, !stopped, sessions.isEmpty else { return }
-        stopped = true
+        guard case .stopping(let exitStatus) = life, sessions.isEmpty else { return }
+        life = .stopped(exitStatus)
         nextStats = nil
         endAt = nil
         emit(.exit(exitStatus))
@@ -797,11 +551,36 @@ public final class AgentCore {
 
     // MARK: - Reports from sessions
 
-    func connected(_ s: SessionMachine) { supervisor.connected(s.id, now: now) }
-    func disconnected(_ s: SessionMachine) { supervisor.disconnected(s.id, now: now) }
-    func ended(_ s: SessionMachine, _ why: String) {
-        log(.info, "session \(s.id): \(why)")
-        supervisor.ended(s.id, now: now)
+    /// Applies what `s` reported during the call that just returned, in order. Applying
+    /// one may call into a session again (a message the conversation answers on the
+    /// events channel): its reports are applied there, before the rest of this batch,
+    /// which keeps the order of datagrams as the peer made them.
+    func apply(_ s: SessionMachine) {
+        while !s.reports.isEmpty {
+            let batch = s.reports
+            s.reports = []
+            for r in batch { apply(r, from: s) }
+        }
+    }
+
+    func apply(_ r: SessionReport, from s: SessionMachine) {
+        switch r {
+        case .output(let o): emit(o)
+        case .request(let purpose, let request, let timeout): _ = self.request(s.id, purpose, request, timeout: timeout)
+        case .cancelRequests:
+            for id in requests.keys.sorted() where requests[id]?.session == s.id { cancel(id) }
+        case .connected: supervisor.connected(s.id, now: now)
+        case .disconnected: supervisor.disconnected(s.id, now: now)
+        case .ended(let why):
+            log(.info, "session \(s.id): \(why)")
+            supervisor.ended(s.id, now: now)
+        case .failed(let failure, let status): failed(s, failure, status)
+        case .restartDone(let ok): restartDone(s, ok: ok)
+        case .channelOpened(let channel, let label): channelOpened(s, channel: channel, label: label)
+        case .message(let label, let text, let binary): message(s, label: label, text: text, binary: binary)
+        case .learn(let links): learn(links)
+        case .finished: sessionFinished(s.id)
+        }
     }
 
     func failed(_ s: SessionMachine, _ failure: SessionFailure, _ status: ExitStatus) {
@@ -855,16 +634,58 @@ public final class AgentCore {
                 syncMic()
                 updateBusy()
                 return
-            case .send(let text): activeSession?.sendEvent(text)
+            case .send(let text):
+                if let s = activeSession {
+                    s.sendEvent(text, now: now)
+                    apply(s)
+                }
             case .event(let e): conversationEvent(e)
             case .flushPlayback:
+                // The jitter buffer here, the device's ring and buffer by the runtime.
+                activeSession?.media?.flushPlayback()
                 if let id = activeID { emit(.flushPlayback(session: id)) }
             }
         }
     }
 
+    /// The runtime finished tool run `id` (never called for a run it was told to cancel).
+    public func toolFinished(_ id: Int, _ result: ToolResult, now: Instant) {
+        self.now = now
+        guard let answer = tools.finished(id, result) else { return }
+        if answer.ok { toolCallsRun += 1 } else { toolCallsFailed += 1 }
+        switch result {
+        case .output(let text, let truncated):
+            log(.info, "tool run \(id): done, \(text.utf8.count) bytes" + (truncated ? " (cut)" : ""))
+        case .failed(let why):
+            log(.warning, "tool run \(id): " + why)
+        }
+        record("tool_result", [("run", JSONValue(id)), ("ok", .bool(answer.ok)), ("output", .string(utf8Prefix(answer.output, maxBytes: 2048)))])
+        conversation.toolOutput(callID: answer.callID, output: answer.output, now: now)
+        drainConversation()
+    }
+
+    /// The model called a tool: judged here; run by the runtime, or answered at once.
+    func toolCalled(callID: String, name: String, arguments: String) {
+        switch tools.call(callID: callID, name: name, arguments: arguments, now: now) {
+        case .run(let run):
+            log(.info, "tool \(run.spec.name) called (run \(run.id)): \(utf8Prefix(run.arguments.serializedString(), maxBytes: 200))")
+            record("tool_run", [("run", JSONValue(run.id)), ("name", .string(run.spec.name)), ("arguments", run.arguments)])
+            emit(.runTool(run))
+        case .refuse(let output):
+            toolCallsFailed += 1
+            log(.warning, "tool call refused: " + utf8Prefix(output, maxBytes: 300))
+            record("tool_result", [("call", .string(callID)), ("ok", false), ("output", .string(output))])
+            conversation.toolOutput(callID: callID, output: output, now: now)
+        }
+    }
+
     func conversationEvent(_ e: RealtimeEvent) {
         switch e {
+        case .toolCall(let callID, let name, let arguments):
+            toolCalled(callID: callID, name: name, arguments: arguments)
+        case .usage(let u):
+            usage += u
+            log(.debug, e.description)
         case .transcript(let role, let text, let final, _):
             // Partial lines are many (one per token): only final ones are logged and
             // written; the status file shows the latest line.
@@ -888,8 +709,7 @@ public final class AgentCore {
         case .tooShort:
             log(.info, e.description)
         case .speaking(let on):
-            assistantSpeaking = on
-            speakingSince = on ? now : nil
+            assistant = on ? .speaking(since: now) : .silent
             syncMic()
             log(.debug, e.description)
         case .sessionReady, .userSpeech:
@@ -1011,17 +831,6 @@ public final class AgentCore {
     }
 
     var silence: [Int16] = []
-
-    func writeStatus() { emit(.status(statusSnapshot)) }
-
-    func writeStats() {
-        let f = statsFields()
-        record("stats", f)
-        var line = "stats:"
-        for (k, v) in f { line += " \(k)=" + String(decoding: v.serialized(), as: UTF8.self) }
-        log(.info, line)
-        writeStatus()
-    }
 
     func request(_ session: Int, _ purpose: SessionMachine.Purpose, _ r: HTTPRequest, timeout: Duration) -> RequestID {
         let id = nextRequest

@@ -20,6 +20,8 @@ extension MediaPath: CallMedia {
         c.concealed = stats.concealed
         c.fecRecovered = stats.fecRecovered
         c.bytesSent = bytesSent
+        c.encodeErrors = stats.encodeErrors
+        c.decodeErrors = stats.decodeErrors
         c.jitterTargetMicroseconds = Int(jitterTarget.microseconds)
         return c
     }

@@ -1,8 +1,11 @@
 /// One session with the provider through its route, pure: sockets asked for, candidates
 /// gathered (bounded), the ephemeral key fetched (OpenAI), the offer posted (redirects
 /// followed by Signaling's rules), the answer applied, the events channel opened and
-/// fed, a WHIP ICE restart, and the provider-side close before the peer's own. It
-/// reports to its `AgentCore`, which decides (through the Supervisor) what follows.
+/// fed, a WHIP ICE restart, and the provider-side close before the peer's own. It never
+/// calls its `AgentCore`: what happened comes back as `reports`, which the core applies
+/// in order after each call and from which it decides (through the Supervisor) what
+/// follows. What it needs of the run (settings, credentials, the DTLS identity, the
+/// random source) it gets when made, and the time with every call.
 import Wire
 import JSON
 import Signaling
@@ -21,13 +24,15 @@ final class SessionMachine {
         case close
     }
 
-    enum Phase: Equatable {
+    enum Phase {
         /// Waiting for the runtime's sockets.
         case binding
         /// Gathering host and server-reflexive candidates, until complete or the deadline.
         case gathering(until: Instant)
-        /// An exchange with the provider before the answer (key, offer, redirects).
-        case signaling
+        /// An exchange with the provider before the answer: the ephemeral key (no
+        /// offer yet), then the offer posted (the request in flight, for redirects and
+        /// for saying which URL failed).
+        case signaling(offer: HTTPRequest?)
         /// The answer is applied: ICE and DTLS.
         case connecting
         /// The provider-side close is out (or there is none): the peer closes after.
@@ -36,10 +41,15 @@ final class SessionMachine {
     }
 
     let id: Int
-    /// The core it reports to (a strong reference: the core drops the session when it
-    /// finishes, which ends the cycle; Embedded Swift has no `unowned`).
-    let core: AgentCore
+    let settings: AgentSettings
+    let deviceCredential: BearerCredential?
+    let identity: Identity
+    let crypto: CryptoRandom
     let peerSeed: UInt64
+    /// The time of the call being handled (every entry point takes it).
+    private(set) var now: Instant
+    /// What happened during the last call, for the core to apply (`AgentCore.apply`).
+    var reports: [SessionReport] = []
     var phase = Phase.binding
     var peer: Peer?
     var media: CallMedia?
@@ -59,9 +69,6 @@ final class SessionMachine {
     var relaysAllocated = 0
     var relayFailures: [String] = []
     var peerDeadline = Instant.distantFuture
-    var pending: RequestID?
-    var restartRequest: RequestID?
-    var closeRequest: RequestID?
     /// When the ephemeral key expires (Unix seconds), when the token URL said.
     /// When the ephemeral key expires, on the monotonic clock (nil: unknown; the
     /// hangup is then tried with it, and a refusal costs nothing).
@@ -71,17 +78,35 @@ final class SessionMachine {
     /// provider's time; the device's own clock may be an hour off (an RTC kept in local
     /// time, no NTP yet), so it is never used to place it.
     var providerClockOffset: Int64?
-    var closing: Bool { phase == .closing || phase == .closed }
-
-    init(id: Int, core: AgentCore, peerSeed: UInt64) {
-        self.id = id
-        self.core = core
-        self.peerSeed = peerSeed
-        if case .openai = core.settings.route { bearer = nil } else { bearer = core.deviceCredential }
+    var closing: Bool {
+        switch phase {
+        case .closing, .closed: return true
+        default: return false
+        }
+    }
+    var isClosed: Bool {
+        if case .closed = phase { return true }
+        return false
     }
 
-    var route: Route { core.settings.route }
-    var now: Instant { core.now }
+    init(id: Int, settings: AgentSettings, deviceCredential: BearerCredential?, identity: Identity, crypto: CryptoRandom,
+         peerSeed: UInt64, now: Instant) {
+        self.id = id
+        self.settings = settings
+        self.deviceCredential = deviceCredential
+        self.identity = identity
+        self.crypto = crypto
+        self.peerSeed = peerSeed
+        self.now = now
+        if case .openai = settings.route { bearer = nil } else { bearer = deviceCredential }
+    }
+
+    var route: Route { settings.route }
+
+    func report(_ r: SessionReport) { reports.append(r) }
+    func emit(_ o: AgentOutput) { report(.output(o)) }
+    func log(_ level: AgentLogLevel, _ text: String) { emit(.log(level, text)) }
+    func record(_ type: String, _ fields: [(String, JSONValue)]) { emit(.record(type, fields)) }
 
     /// The earliest instant this session needs `handleTimeout`.
     var deadline: Instant {
@@ -100,47 +125,51 @@ final class SessionMachine {
     /// page may echo the request's headers back).
     func redacted(_ text: String) -> String {
         var t = text
-        if let c = core.deviceCredential { t = c.redact(t) }
+        if let c = deviceCredential { t = c.redact(t) }
         if let bearer { t = bearer.redact(t) }
         return t
     }
 
     // MARK: - Setting up
 
-    func bound(_ addresses: [SocketAddress], relays: Int = 0) {
-        guard phase == .binding else { return }
+    /// The runtime's sockets are bound (`relays` allocations under way), and `media` is
+    /// what the core made for this session (nil: the codec could not be set up).
+    func bound(_ addresses: [SocketAddress], relays: Int = 0, media: CallMedia?, now: Instant) {
+        self.now = now
+        guard case .binding = phase else { return }
         guard !addresses.isEmpty else {
             return fail(.transient("no usable network address to gather candidates on (is the network up?)"), .unavailable)
         }
-        if core.settings.relayOnly && relays == 0 {
+        if settings.relayOnly && relays == 0 {
             return fail(.configuration("ice-transport-policy relay needs a turn: or turns: ice-server"), .config)
         }
-        guard let media = core.makeMedia(id) else {
+        guard let media else {
             return fail(.transient("the Opus codec could not be set up"), .software)
         }
         self.media = media
-        var configuration = core.settings.peer
+        var configuration = settings.peer
         // Relay-only: the sockets still carry TURN over UDP, but offer no candidates of
         // their own (nor server-reflexive ones).
-        configuration.hostAddresses = core.settings.relayOnly ? [] : addresses
-        if core.settings.relayOnly { configuration.ice.stunServer = nil }
+        configuration.hostAddresses = settings.relayOnly ? [] : addresses
+        if settings.relayOnly { configuration.ice.stunServer = nil }
         configuration.ice.expectedRelays = relays
         relaysExpected = relays
         do throws(PeerError) {
-            peer = try Peer(role: .offerer, configuration: configuration, identity: core.identity, crypto: core.crypto, seed: peerSeed)
+            peer = try Peer(role: .offerer, configuration: configuration, identity: identity, crypto: crypto, seed: peerSeed)
         } catch {
             return fail(.transient(error.description), .unavailable)
         }
-        phase = .gathering(until: now + (relays > 0 ? core.settings.relayGatherTimeout : core.settings.gatherTimeout))
+        phase = .gathering(until: now + (relays > 0 ? settings.relayGatherTimeout : settings.gatherTimeout))
         peer?.start(now: now)
         drainPeer()
         if let peer, peer.gatheringComplete { gathered() }
     }
 
-    func relayAllocated(relayed: SocketAddress, mapped: SocketAddress?, server: IPAddress, via: String) {
+    func relayAllocated(relayed: SocketAddress, mapped: SocketAddress?, server: IPAddress, via: String, now: Instant) {
+        self.now = now
         guard let peer else { return }
         relaysAllocated += 1
-        core.log(.info, "session \(id): relay \(relayed) on \(via)")
+        log(.info, "session \(id): relay \(relayed) on \(via)")
         peer.addRelayCandidate(relayed: relayed, mapped: mapped, server: server, now: now)
         drainPeer()
         if case .gathering = phase, peer.gatheringComplete { gathered() }
@@ -149,13 +178,14 @@ final class SessionMachine {
     /// Before the offer: gathering goes on without this relay, unless it was the last
     /// hope of a relay-only session. After: a lost relay matters only if media used it,
     /// and consent notices that (then a restart or a new session allocates again).
-    func relayFailed(server: String, reason: String, configuration: Bool) {
+    func relayFailed(server: String, reason: String, configuration: Bool, now: Instant) {
+        self.now = now
         guard let peer else { return }
         relayFailures.append("\(server): \(reason)")
         if case .gathering = phase {
-            core.log(.warning, "session \(id): TURN \(server): \(reason)")
+            log(.warning, "session \(id): TURN \(server): \(reason)")
             // Relay-only with no relay left: no offer (it would carry no candidate).
-            if core.settings.relayOnly && relayFailures.count >= relaysExpected && relaysAllocated == 0 {
+            if settings.relayOnly && relayFailures.count >= relaysExpected && relaysAllocated == 0 {
                 let why = "ice-transport-policy relay, and no relay could be allocated (" + relayFailures.joined(separator: "; ") + ")"
                 return configuration ? fail(.configuration(why), .config) : fail(.transient(why), .unavailable)
             }
@@ -163,7 +193,7 @@ final class SessionMachine {
             drainPeer()
             if case .gathering = phase, peer.gatheringComplete { gathered() }
         } else {
-            core.log(.warning, "session \(id): TURN \(server): \(reason) (the relay is gone; consent decides whether the call needs it)")
+            log(.warning, "session \(id): TURN \(server): \(reason) (the relay is gone; consent decides whether the call needs it)")
         }
     }
 
@@ -171,15 +201,15 @@ final class SessionMachine {
         guard case .gathering = phase else { return }
         // Relay-only and the gathering time is up with no relay: an offer without a
         // candidate would only fail later, and vaguer.
-        if core.settings.relayOnly && relaysAllocated == 0 {
+        if settings.relayOnly && relaysAllocated == 0 {
             let why = relayFailures.isEmpty ? "no TURN server answered in time" : relayFailures.joined(separator: "; ")
             return fail(.transient("ice-transport-policy relay, and no relay could be allocated (\(why))"), .unavailable)
         }
-        phase = .signaling
+        phase = .signaling(offer: nil)
         if case .openai(_, let tokenURL) = route {
-            core.log(.info, "session \(id): ephemeral key ← \(tokenURL)")
-            pending = core.request(id, .ephemeralKey, RouteClient.ephemeralKeyRequest(tokenURL, credential: core.deviceCredential),
-                                   timeout: core.settings.offerTimeout)
+            log(.info, "session \(id): ephemeral key ← \(tokenURL)")
+            report(.request(.ephemeralKey, RouteClient.ephemeralKeyRequest(tokenURL, credential: deviceCredential),
+                            timeout: settings.offerTimeout))
         } else {
             sendOffer()
         }
@@ -192,22 +222,20 @@ final class SessionMachine {
             return fail(.transient("cannot build the offer: \(error)"), .software)
         }
         let request = RouteClient.offerRequest(route, offer: offer, bearer: bearer)
-        core.log(.info, "session \(id): offer → \(request.url)")
+        log(.info, "session \(id): offer → \(request.url)")
         offerSentAt = now
         post(request, redirectsLeft: RouteClient.maxRedirects)
     }
 
-    var offerInFlight: HTTPRequest?
-
     func post(_ request: HTTPRequest, redirectsLeft: Int) {
-        offerInFlight = request
-        pending = core.request(id, .offer(redirectsLeft: redirectsLeft), request, timeout: core.settings.offerTimeout)
+        phase = .signaling(offer: request)
+        report(.request(.offer(redirectsLeft: redirectsLeft), request, timeout: settings.offerTimeout))
     }
 
     // MARK: - HTTP results
 
-    func httpFailed(_ purpose: Purpose, _ failure: HTTPTransportFailure) {
-        if pending != nil, purpose != .restart, purpose != .close { pending = nil }
+    func httpFailed(_ purpose: Purpose, _ failure: HTTPTransportFailure, now: Instant) {
+        self.now = now
         let status: ExitStatus
         switch failure.kind {
         case .configuration: status = .config
@@ -222,24 +250,23 @@ final class SessionMachine {
                  : .transient("the token URL \(url) did not answer: \(failure)"), status)
         case .offer:
             guard !closing else { return }
-            let url = offerInFlight?.url.description ?? route.credentialURL.description
+            var url = route.credentialURL.description
+            if case .signaling(let offer?) = phase { url = offer.url.description }
             fail(failure.kind == .configuration ? .configuration("the offer to \(url): \(failure)")
                  : .transient("the offer to \(url) was not answered: \(failure)"), status)
         case .restart:
-            restartRequest = nil
-            core.log(.info, "session \(id): ICE restart failed: \(failure)")
-            core.restartDone(self, ok: false)
+            log(.info, "session \(id): ICE restart failed: \(failure)")
+            report(.restartDone(ok: false))
         case .close:
-            closeRequest = nil
-            core.log(.warning, "session \(id): provider close failed: \(failure)")
+            log(.warning, "session \(id): provider close failed: \(failure)")
             finishClose()
         }
     }
 
-    func httpResponse(_ purpose: Purpose, _ r: HTTPResponse, wallClock: Int64) {
+    func httpResponse(_ purpose: Purpose, _ r: HTTPResponse, wallClock: Int64, now: Instant) {
+        self.now = now
         switch purpose {
         case .ephemeralKey:
-            pending = nil
             guard !closing else { return }
             guard case .openai(let calls, let tokenURL) = route else { return }
             switch RouteClient.ephemeralKeyDetails(r, tokenURL: tokenURL, now: wallClock, redact: redacted) {
@@ -248,17 +275,16 @@ final class SessionMachine {
                 // Its lifetime in the answering server's own clock (its Date), counted
                 // from now on ours.
                 if let expires, let date = r.headers["Date"].flatMap({ HTTPDate.parse($0) }) {
-                    keyExpiresAt = core.now + .seconds(max(0, expires - date))
+                    keyExpiresAt = now + .seconds(max(0, expires - date))
                 }
                 sendOffer()
             case .failure(let f):
                 fail(f)
             }
         case .offer(let left):
-            pending = nil
-            guard !closing, let request = offerInFlight else { return }
+            guard case .signaling(let request?) = phase else { return }
             if let date = r.headers["Date"].flatMap({ HTTPDate.parse($0) }) {
-                providerClockOffset = date - core.now.nanoseconds / 1_000_000_000
+                providerClockOffset = date - now.nanoseconds / 1_000_000_000
             }
             switch RouteClient.offerOutcome(route, r, url: request.url, now: wallClock, redact: redacted) {
             case .redirect(let next):
@@ -266,9 +292,9 @@ final class SessionMachine {
                     return fail(.badAnswer("the offer to \(request.url) was redirected too many times (a redirect loop?)"))
                 }
                 if bearer != nil && bearer?.authorization(for: next) == nil {
-                    core.log(.warning, "session \(id): redirected to \(next), another origin than the one configured: the token is not sent there")
+                    log(.warning, "session \(id): redirected to \(next), another origin than the one configured: the token is not sent there")
                 } else {
-                    core.log(.info, "session \(id): redirected to \(next)")
+                    log(.info, "session \(id): redirected to \(next)")
                 }
                 post(RouteClient.redirected(request, to: next, bearer: bearer), redirectsLeft: left - 1)
             case .failure(.unauthorized(let m)) where isOpenAI && bearer != nil:
@@ -282,7 +308,6 @@ final class SessionMachine {
                 answered(a)
             }
         case .restart:
-            restartRequest = nil
             guard !closing, let peer else { return }
             switch RouteClient.restartOutcome(r, redact: redacted) {
             case .success(let (fragment, etag)):
@@ -290,19 +315,18 @@ final class SessionMachine {
                     try peer.applyRemoteRestart(fragment, now: now)
                     drainPeer()
                     if let etag { answer?.etag = etag }
-                    core.restartDone(self, ok: true)
+                    report(.restartDone(ok: true))
                 } catch {
-                    core.log(.warning, "session \(id): the ICE restart answer is unusable: \(error)")
-                    core.restartDone(self, ok: false)
+                    log(.warning, "session \(id): the ICE restart answer is unusable: \(error)")
+                    report(.restartDone(ok: false))
                 }
             case .failure(let f):
-                core.log(.info, "session \(id): \(f)")
+                log(.info, "session \(id): \(f)")
                 answer?.etag = nil
-                core.restartDone(self, ok: false)
+                report(.restartDone(ok: false))
             }
         case .close:
-            closeRequest = nil
-            core.log(.info, "session \(id): provider close \(r.status) \(RouteClient.redactedExcerpt(r, 80, redacted))")
+            log(.info, "session \(id): provider close \(r.status) \(RouteClient.redactedExcerpt(r, 80, redacted))")
             finishClose()
         }
     }
@@ -310,11 +334,11 @@ final class SessionMachine {
     func answered(_ a: RouteAnswer) {
         guard let peer else { return }
         answer = a
-        if let p = PendingClose.of(route, answer: a, hangupURL: core.settings.hangupURL) { core.emit(.pendingClose(session: id, p)) }
-        for w in a.warnings { core.log(.warning, "session \(id): \(w)") }
+        if let p = PendingClose.of(route, answer: a, hangupURL: settings.hangupURL) { emit(.pendingClose(session: id, p)) }
+        for w in a.warnings { log(.warning, "session \(id): \(w)") }
         if let resource = a.resource, bearer != nil, bearer?.authorization(for: resource) == nil, !warnedForeignResource {
             warnedForeignResource = true
-            core.log(.warning, "session \(id): the session resource \(resource) is on another origin than the one configured: DELETE and PATCH go there without the token")
+            log(.warning, "session \(id): the session resource \(resource) is on another origin than the one configured: DELETE and PATCH go there without the token")
         }
         do throws(PeerError) {
             try peer.setRemoteAnswer(a.sdp, now: now)
@@ -323,8 +347,8 @@ final class SessionMachine {
         }
         phase = .connecting
         drainPeer()
-        core.log(.info, "session \(id): answer applied; connecting")
-        if !a.iceServers.isEmpty { core.learn(a.iceServers) }
+        log(.info, "session \(id): answer applied; connecting")
+        if !a.iceServers.isEmpty { report(.learn(a.iceServers)) }
         if let direction = peer.negotiatedSession?.audioDirection, direction != .sendrecv {
             // RFC 3264 §6.1: what the answer allows is what happens; the user should know.
             let what: String
@@ -334,7 +358,7 @@ final class SessionMachine {
             case .sendonly: what = "nothing of the provider's voice will be played (it only listens)"
             case .sendrecv: what = ""
             }
-            core.log(.warning, "session \(id): the answer leaves us \(direction.rawValue) (our side of the audio): \(what)")
+            log(.warning, "session \(id): the answer leaves us \(direction.rawValue) (our side of the audio): \(what)")
         }
         if peer.dataChannelRejected { channelRejected() }
     }
@@ -348,9 +372,9 @@ final class SessionMachine {
         } else {
             lost = "no transcripts or provider events, and nothing from 'send' is sent"
         }
-        let label = core.settings.eventsChannel
-        core.log(.warning, "session \(id): the provider rejected the data channel (m=application 0): no events channel '\(label)', so \(lost); audio goes on")
-        core.record("channel", [("event", "rejected"), ("label", .string(label))])
+        let label = settings.eventsChannel
+        log(.warning, "session \(id): the provider rejected the data channel (m=application 0): no events channel '\(label)', so \(lost); audio goes on")
+        record("channel", [("event", "rejected"), ("label", .string(label))])
     }
 
     func fail(_ f: RouteFailure) {
@@ -372,18 +396,20 @@ final class SessionMachine {
 
     func fail(_ failure: SessionFailure, _ status: ExitStatus) {
         guard !closing else { return }
-        core.failed(self, failure, status)
+        report(.failed(failure, status))
     }
 
     // MARK: - The peer
 
-    func datagram(_ bytes: UnsafeMutableRawBufferPointer, from: SocketAddress, local: SocketAddress) {
-        guard let peer, phase != .closed else { return }
+    func datagram(_ bytes: UnsafeMutableRawBufferPointer, from: SocketAddress, local: SocketAddress, now: Instant) {
+        self.now = now
+        guard let peer, !isClosed else { return }
         peer.handleInput(bytes, from: from, local: local, now: now)
         drainPeer()
     }
 
-    func handleTimeout() {
+    func handleTimeout(now: Instant) {
+        self.now = now
         if case .gathering(let until) = phase, now >= until { gathered() }
         if let peer, now >= peerDeadline {
             peer.handleTimeout(now: now)
@@ -392,7 +418,8 @@ final class SessionMachine {
     }
 
     /// One uplink frame: encoded straight into the RTP packet the peer builds.
-    func sendAudio(_ frame: UnsafeBufferPointer<Int16>, media: CallMedia) {
+    func sendAudio(_ frame: UnsafeBufferPointer<Int16>, media: CallMedia, now: Instant) {
+        self.now = now
         guard let peer else { return }
         peer.sendAudio(samples: media.frameTicks, now: now) { room in media.encode(frame, into: room) }
         drainPeer()
@@ -403,7 +430,7 @@ final class SessionMachine {
         loop: while true {
             switch peer.pollOutput() {
             case .transmit(let bytes, let from, let to):
-                core.emit(.transmit(session: id, bytes: bytes, from: from, to: to))
+                emit(.transmit(session: id, bytes: bytes, from: from, to: to))
             case .event(let e):
                 event(e)
             case .timeout(let t):
@@ -420,28 +447,28 @@ final class SessionMachine {
             if firstAudioAt == nil { firstAudioAt = now }
             media?.received(a)
             return
-        case .closed where phase == .closing:
+        case .closed where closing && !isClosed:
             return finishPeer()
         default: break
         }
         guard !closing else { return }
         switch e {
         case .iceStateChanged(let s):
-            core.log(.debug, "session \(id): ICE \(s)")
-            if s == .disconnected && wasConnected { core.disconnected(self) }
-            if s == .connected && wasConnected { core.connected(self) }
+            log(.debug, "session \(id): ICE \(s)")
+            if s == .disconnected && wasConnected { report(.disconnected) }
+            if s == .connected && wasConnected { report(.connected) }
         case .selectedPairChanged(let p):
-            core.log(.info, "session \(id): path \(p)")
+            log(.info, "session \(id): path \(p)")
         case .connected:
             wasConnected = true
-            core.log(.info, "session \(id): DTLS-SRTP up")
-            core.connected(self)
+            log(.info, "session \(id): DTLS-SRTP up")
+            report(.connected)
         case .dataChannel(let d):
             dataChannel(d)
         case .failed(let error):
-            core.failed(self, .transient("the call failed: \(error)"), .unavailable)
+            report(.failed(.transient("the call failed: \(error)"), .unavailable))
         case .closed:
-            core.ended(self, "the provider closed the call")
+            report(.ended("the provider closed the call"))
         case .gatheringComplete, .audio:
             break
         }
@@ -453,43 +480,44 @@ final class SessionMachine {
         case .connected:
             // The offerer opens the events channel (providers expect the client to).
             do throws(PeerError) {
-                eventsChannel = try peer.openChannel(label: core.settings.eventsChannel, now: now)
+                eventsChannel = try peer.openChannel(label: settings.eventsChannel, now: now)
             } catch {
-                core.log(.warning, "session \(id): cannot open the '\(core.settings.eventsChannel)' channel: \(error)")
+                log(.warning, "session \(id): cannot open the '\(settings.eventsChannel)' channel: \(error)")
             }
         case .opened(let channel, let label, _):
-            core.log(.info, "session \(id): data channel '\(label)' open")
+            log(.info, "session \(id): data channel '\(label)' open")
             if channel == eventsChannel {
                 eventsChannelOpen = true
                 flushQueue()
             }
-            core.channelOpened(self, channel: channel, label: label)
+            report(.channelOpened(channel: channel, label: label))
         case .message(let channel, let data, let isText):
             let label = peer.label(of: channel) ?? String(channel)
             if isText {
-                core.message(self, label: label, text: String(decoding: data, as: UTF8.self), binary: nil)
+                report(.message(label: label, text: String(decoding: data, as: UTF8.self), binary: nil))
             } else {
-                core.message(self, label: label, text: nil, binary: data)
+                report(.message(label: label, text: nil, binary: data))
             }
         case .closed(let channel):
             if channel == eventsChannel {
                 eventsChannel = nil
                 eventsChannelOpen = false
             }
-            core.record("channel", [("event", "closed"), ("id", .number(JSONNumber(Int(channel))))])
+            record("channel", [("event", "closed"), ("id", .number(JSONNumber(Int(channel))))])
         case .sendBufferLow:
             flushQueue()
         case .associationClosed(let reason):
             // The data channels are gone with it (the events channel among them).
             eventsChannel = nil
             eventsChannelOpen = false
-            core.log(reason == .shutdown ? .info : .warning, "session \(id): data channels closed: \(reason)")
-            core.record("channel", [("event", "association_closed"), ("reason", .string(reason.description))])
+            log(reason == .shutdown ? .info : .warning, "session \(id): data channels closed: \(reason)")
+            record("channel", [("event", "association_closed"), ("reason", .string(reason.description))])
         }
     }
 
     /// Queues a text message for the events channel (sent now if it is open).
-    func sendEvent(_ text: String) {
+    func sendEvent(_ text: String, now: Instant) {
+        self.now = now
         queued.append(text)
         flushQueue()
     }
@@ -505,7 +533,7 @@ final class SessionMachine {
                 // A full send buffer: wait for `.sendBufferLow`. Anything else is logged
                 // and the message dropped.
                 if case .dataChannel(.sendBufferFull) = error { break }
-                core.log(.warning, "session \(id): could not send on '\(core.settings.eventsChannel)': \(error)")
+                log(.warning, "session \(id): could not send on '\(settings.eventsChannel)': \(error)")
                 sent += 1
             }
         }
@@ -518,19 +546,20 @@ final class SessionMachine {
     /// Starts a WHIP ICE restart: new credentials in an RFC 8840 fragment `PATCH`ed to the
     /// resource; DTLS, SRTP and the data channels carry on. False when it cannot be done
     /// (no ETag, no resource, a route without restarts).
-    func restartICE() -> Bool {
+    func restartICE(now: Instant) -> Bool {
+        self.now = now
         guard route.restartsICE, let resource = answer?.resource, answer?.etag != nil, let peer, !closing else { return false }
         do throws(PeerError) { _ = try peer.restartICE(now: now) } catch {
-            core.log(.warning, "session \(id): cannot restart ICE: \(error)")
+            log(.warning, "session \(id): cannot restart ICE: \(error)")
             return false
         }
         drainPeer()
-        core.log(.info, "session \(id): ICE restart → \(resource)")
+        log(.info, "session \(id): ICE restart → \(resource)")
         // The relayed candidates stay (the allocations outlive a restart); a Refresh now
         // proves they still exist, or reports them lost (437) while the restart runs.
-        if relaysAllocated > 0 { core.emit(.refreshRelays(session: id)) }
-        restartRequest = core.request(id, .restart, RouteClient.restartRequest(resource: resource, fragment: peer.iceRestartFragment(), bearer: bearer),
-                                      timeout: core.settings.restartTimeout)
+        if relaysAllocated > 0 { emit(.refreshRelays(session: id)) }
+        report(.request(.restart, RouteClient.restartRequest(resource: resource, fragment: peer.iceRestartFragment(), bearer: bearer),
+                        timeout: settings.restartTimeout))
         return true
     }
 
@@ -540,32 +569,32 @@ final class SessionMachine {
     /// already saw end would be refused), then the peer's own (BYE, close_notify).
     /// Bounded: a provider that does not answer must not keep the device from
     /// reconnecting or ending.
-    func close() {
+    func close(now: Instant) {
+        self.now = now
         guard !closing else { return }
         phase = .closing
-        for r in [pending, restartRequest].compactMap({ $0 }) { core.cancel(r) }
-        pending = nil
-        restartRequest = nil
+        // Whatever is still out (key, offer, restart): the core knows which are.
+        report(.cancelRequests)
         let request: HTTPRequest?
         if isOpenAI {
-            let expired = keyExpiresAt.map { core.now >= $0 } ?? false
+            let expired = keyExpiresAt.map { now >= $0 } ?? false
             request = RouteClient.openAIHangup(answer: answer, key: bearer, keyExpired: expired,
-                                               hangupURL: core.settings.hangupURL, device: core.deviceCredential)
+                                               hangupURL: settings.hangupURL, device: deviceCredential)
             if request == nil, expired, answer?.resource != nil {
-                core.log(.info, "session \(id): the ephemeral key has expired, so no hangup request: closing the peer connection ends the call")
+                log(.info, "session \(id): the ephemeral key has expired, so no hangup request: closing the peer connection ends the call")
             }
         } else {
             request = RouteClient.closeRequest(route, answer: answer, bearer: bearer)
         }
         if let request {
-            closeRequest = core.request(id, .close, request, timeout: core.settings.closeTimeout)
+            report(.request(.close, request, timeout: settings.closeTimeout))
         } else {
             finishClose()
         }
     }
 
     func finishClose() {
-        guard phase == .closing else { return }
+        guard case .closing = phase else { return }
         if let peer {
             peer.close(now: now)
             drainPeer()
@@ -574,9 +603,9 @@ final class SessionMachine {
     }
 
     func finishPeer() {
-        guard phase != .closed else { return }
+        guard !isClosed else { return }
         phase = .closed
         peerDeadline = .distantFuture
-        core.sessionFinished(id)
+        report(.finished)
     }
 }

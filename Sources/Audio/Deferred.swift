@@ -38,10 +38,12 @@ public struct DeferredCounters: Sendable, Equatable {
 public final class DeferredHook: AudioHook, @unchecked Sendable {
     /// Frames of delay the consumer has to put a frame back.
     public let deadlineFrames: Int
-    // The rings are held as `Unmanaged` (retained in init, released in deinit) and
-    // borrowed on the capture thread, so using them costs no retain/release.
-    private let outboxRef: Unmanaged<FrameRing> // capture → consumer
-    private let inboxRef: Unmanaged<FrameRing>  // consumer → capture
+    // The rings, owned here and used through `Borrowed` views (no reference counting
+    // on the capture thread).
+    private let outboxRing: FrameRing // capture → consumer
+    private let inboxRing: FrameRing  // consumer → capture
+    private let outboxRef: Borrowed<FrameRing>
+    private let inboxRef: Borrowed<FrameRing>
     /// hooked, putBack, late, dropped: atomics in raw memory so the capture-side helpers
     /// can reach them without capturing `self` (which the RT audit counts as a retain).
     private let counts: UnsafeMutablePointer<Atomic<Int>>
@@ -55,8 +57,10 @@ public final class DeferredHook: AudioHook, @unchecked Sendable {
         try checkRange(.deadlineFrames, Double(deadlineFrames), 1, 32)
         try checkRange(.slotCount, Double(slotCount), Double(deadlineFrames &+ 1), 1024)
         self.deadlineFrames = deadlineFrames
-        outboxRef = .passRetained(try FrameRing(slotCount: slotCount, slotSamples: slotSamples))
-        inboxRef = .passRetained(try FrameRing(slotCount: slotCount, slotSamples: slotSamples))
+        outboxRing = try FrameRing(slotCount: slotCount, slotSamples: slotSamples)
+        inboxRing = try FrameRing(slotCount: slotCount, slotSamples: slotSamples)
+        outboxRef = Borrowed(outboxRing)
+        inboxRef = Borrowed(inboxRing)
         state = .allocate(capacity: 1)
         state.initialize(to: DeferredState(framesInSession: 0, delivered: 0))
         counts = .allocate(capacity: 4)
@@ -67,8 +71,6 @@ public final class DeferredHook: AudioHook, @unchecked Sendable {
         state.deallocate()
         counts.deinitialize(count: 4)
         counts.deallocate()
-        outboxRef.release()
-        inboxRef.release()
     }
 
     public var counters: DeferredCounters {
@@ -81,7 +83,7 @@ public final class DeferredHook: AudioHook, @unchecked Sendable {
     /// The next hooked frame, copied into `buffer` (which should hold `slotSamples`);
     /// nil when none is waiting.
     public func receive(into buffer: UnsafeMutableBufferPointer<Int16>) -> FrameInfo? {
-        outboxRef._withUnsafeGuaranteedRef { $0.pop(into: buffer) }
+        outboxRef.use { $0.pop(into: buffer) }
     }
 
     /// Hands a (possibly changed) frame back for sending. False if the return ring is
@@ -90,7 +92,7 @@ public final class DeferredHook: AudioHook, @unchecked Sendable {
     @discardableResult
     public func putBack(_ samples: UnsafeBufferPointer<Int16>, _ info: FrameInfo) -> Bool {
         if samples.count != info.sampleCount { return false }
-        return inboxRef._withUnsafeGuaranteedRef { $0.push(samples, info: info) }
+        return inboxRef.use { $0.push(samples, info: info) }
     }
 
     // MARK: capture thread
@@ -101,7 +103,7 @@ public final class DeferredHook: AudioHook, @unchecked Sendable {
     public func captureDidStart(_ format: AudioFormat) {
         state.pointee.framesInSession = 0
         state.pointee.delivered = 0
-        inboxRef._withUnsafeGuaranteedRef { inbox in
+        inboxRef.use { inbox in
             while inbox.discard() {}
         }
     }
@@ -112,7 +114,7 @@ public final class DeferredHook: AudioHook, @unchecked Sendable {
     public func process(_ samples: UnsafeMutableBufferPointer<Int16>, _ info: FrameInfo) -> HookVerdict {
         let seq = info.sequence
         let bit = UInt64(1) &<< (seq & 63)
-        let pushed = outboxRef._withUnsafeGuaranteedRef { $0.push(UnsafeBufferPointer(samples), info: info) }
+        let pushed = outboxRef.use { $0.push(UnsafeBufferPointer(samples), info: info) }
         if pushed {
             bumpCounter(counts, 0) // hooked
             state.pointee.delivered |= bit
@@ -128,7 +130,7 @@ public final class DeferredHook: AudioHook, @unchecked Sendable {
         let due = seq &- UInt64(deadlineFrames)
         let state = self.state
         let counts = self.counts
-        return inboxRef._withUnsafeGuaranteedRef { inbox in
+        return inboxRef.use { inbox in
             deferredTakeBack(inbox, samples, info, due, state, counts)
         }
     }

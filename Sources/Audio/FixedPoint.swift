@@ -125,24 +125,37 @@ struct FrameLevels {
     var energy: Int64
 }
 
+/// One hook's view of the chain's level cache: where it is and the stamp under which
+/// this hook may read it. A hook sees it only through `cachedLevels`, `publishLevels`
+/// and `hasLevelCache`, which say what they mean, not how the cache is reached.
+///
+/// Sendable although it holds a pointer: `FrameInfo` is, and the view is only used by
+/// the thread running the chain, during the `process` call it was handed to, while the
+/// chain (which owns the cache) is alive.
+struct LevelCacheView: @unchecked Sendable {
+    var slot: UnsafeMutablePointer<FrameLevels>?
+    var stamp: UInt64
+
+    static let none = LevelCacheView(slot: nil, stamp: 0)
+}
+
 /// The frame's levels if the chain's cache holds them for this hook's input.
 @inline(__always)
 func cachedLevels(_ info: FrameInfo) -> (peak: Int32, energy: Int64)? {
-    guard let l = UnsafeMutablePointer<FrameLevels>(bitPattern: info.levelsAddress),
-          l.pointee.stamp == info.levelsStamp else { return nil }
+    guard let l = info.levelCache.slot, l.pointee.stamp == info.levelCache.stamp else { return nil }
     return (l.pointee.peak, l.pointee.energy)
 }
 
 /// Records `levels` as those of the frame this hook hands on (its output).
 @inline(__always)
 func publishLevels(_ info: FrameInfo, peak: Int32, energy: Int64) {
-    guard let l = UnsafeMutablePointer<FrameLevels>(bitPattern: info.levelsAddress) else { return }
-    l.pointee = FrameLevels(stamp: info.levelsStamp &+ 1, peak: peak, energy: energy)
+    guard let l = info.levelCache.slot else { return }
+    l.pointee = FrameLevels(stamp: info.levelCache.stamp &+ 1, peak: peak, energy: energy)
 }
 
 /// Whether the hook runs inside a chain with a level cache.
 @inline(__always)
-func hasLevelCache(_ info: FrameInfo) -> Bool { info.levelsAddress != 0 }
+func hasLevelCache(_ info: FrameInfo) -> Bool { info.levelCache.slot != nil }
 
 /// Level measurements of a frame: the largest magnitude and the sum of squares.
 @inline(__always)

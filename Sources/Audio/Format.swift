@@ -67,11 +67,9 @@ public struct FrameInfo: Sendable, Equatable {
     public let sequence: UInt64
     /// When the frame's first sample was captured, on the monotonic clock.
     public let captureTime: Instant
-    /// Inside a `HookChain`: the address of its per-frame level cache (`FrameLevels`)
-    /// and the stamp under which this hook may read it; 0 and 0 outside a chain. Not
-    /// part of equality.
-    var levelsAddress: UInt = 0
-    var levelsStamp: UInt64 = 0
+    /// Inside a `HookChain`: the chain's per-frame level cache as this hook may use it
+    /// (none outside a chain). Not part of equality.
+    var levelCache = LevelCacheView.none
 
     public init(format: AudioFormat, samplesPerChannel: Int, sequence: UInt64, captureTime: Instant) {
         self.format = format

@@ -30,8 +30,8 @@ extension AudioHook {
 /// due at the speaker.
 public typealias PlaybackHook = AudioHook
 
-/// The strong reference to a hook that the chain hands the audio thread as an
-/// `Unmanaged`, so calling it costs no retain/release.
+/// The strong reference to a hook (kept by the chain's registrations and live
+/// snapshots); the audio thread calls it through a `Borrowed` view.
 final class HookBox {
     let hook: any AudioHook
     /// A built-in hook that reads and keeps the chain's level cache correctly
@@ -48,8 +48,8 @@ final class HookBox {
 // The calls into user hooks are the one place the audio thread leaves code the compiler
 // can check: the callee is chosen at run time. `no_performance_analysis` excludes exactly
 // these three trampolines from the `@_noLocks` audit of `HookChain` (-D RT_AUDIT); the
-// built-in hooks are audited themselves. The box is borrowed (`_withUnsafeGuaranteedRef`)
-// and its `let hook` is read without a retain in the generated code.
+// built-in hooks are audited themselves. The box is borrowed (`Borrowed.use`) and its
+// `let hook` is read without a retain in the generated code.
 @_semantics("no_performance_analysis") @inline(never)
 func callProcess(_ box: HookBox, _ samples: UnsafeMutableBufferPointer<Int16>, _ info: FrameInfo) -> HookVerdict {
     box.hook.process(samples, info)
@@ -68,7 +68,7 @@ func callStop(_ box: HookBox, _ format: AudioFormat) {
 /// One hook in a published snapshot. Everything but `started` is immutable once
 /// published; `started` belongs to the audio thread alone.
 struct ChainEntry {
-    let box: Unmanaged<HookBox>
+    let box: Borrowed<HookBox>
     let enabled: Bool
     let sharesLevels: Bool
     var started: Bool
@@ -157,7 +157,7 @@ public final class HookChain: @unchecked Sendable {
     private static func makeSnapshot(generation: UInt64, registrations: [Registration]) -> UnsafeMutablePointer<ChainSnapshot> {
         let entries = UnsafeMutablePointer<ChainEntry>.allocate(capacity: max(registrations.count, 1))
         for (i, r) in registrations.enumerated() {
-            (entries + i).initialize(to: ChainEntry(box: .passUnretained(r.box), enabled: r.enabled,
+            (entries + i).initialize(to: ChainEntry(box: Borrowed(r.box), enabled: r.enabled,
                                                         sharesLevels: r.box.sharesLevels, started: false))
         }
         let s = UnsafeMutablePointer<ChainSnapshot>.allocate(capacity: 1)
@@ -266,7 +266,7 @@ public final class HookChain: @unchecked Sendable {
         audio.pointee.format = format
         let e = snap.pointee.entries
         for i in 0..<snap.pointee.count where e[i].enabled {
-            e[i].box._withUnsafeGuaranteedRef { callStart($0, format) }
+            e[i].box.use { callStart($0, format) }
             e[i].started = true
         }
     }
@@ -289,18 +289,18 @@ public final class HookChain: @unchecked Sendable {
         // Each hook gets the next stamp: the cache, written under no stamp yet handed
         // out, is invalid for the first hook of the frame.
         var hookInfo = info
-        let address = UInt(bitPattern: levels)
+        let cache = levels
         var stamp = audio.pointee.stamp
         for i in 0..<snap.pointee.count where e[i].enabled {
             let box = e[i].box
             if !e[i].started {
-                box._withUnsafeGuaranteedRef { callStart($0, format) }
+                box.use { callStart($0, format) }
                 e[i].started = true
             }
             stamp &+= 1
-            hookInfo.levelsStamp = stamp
-            hookInfo.levelsAddress = e[i].sharesLevels ? address : 0
-            if box._withUnsafeGuaranteedRef({ callProcess($0, samples, hookInfo) }) == .silence {
+            hookInfo.levelCache.stamp = stamp
+            hookInfo.levelCache.slot = e[i].sharesLevels ? cache : nil
+            if box.use({ callProcess($0, samples, hookInfo) }) == .silence {
                 zeroFrame(samples)
                 verdict = .silence
                 levels.pointee = FrameLevels(stamp: stamp &+ 1, peak: 0, energy: 0)
@@ -322,7 +322,7 @@ public final class HookChain: @unchecked Sendable {
         let format = audio.pointee.format
         let e = snap.pointee.entries
         for i in 0..<snap.pointee.count where e[i].started {
-            e[i].box._withUnsafeGuaranteedRef { callStop($0, format) }
+            e[i].box.use { callStop($0, format) }
             e[i].started = false
         }
         audio.pointee.running = false
@@ -346,15 +346,13 @@ public final class HookChain: @unchecked Sendable {
             let format = audio.pointee.format
             // Hooks that started and are gone or disabled now: end their session.
             for i in 0..<on where oe[i].started {
-                let id = oe[i].box.toOpaque()
                 var stays = false
-                for j in 0..<nn where ne[j].enabled && ne[j].box.toOpaque() == id { stays = true }
-                if !stays { oe[i].box._withUnsafeGuaranteedRef { callStop($0, format) } }
+                for j in 0..<nn where ne[j].enabled && ne[j].box.isSame(as: oe[i].box) { stays = true }
+                if !stays { oe[i].box.use { callStop($0, format) } }
             }
             // Hooks that stay enabled keep their session.
             for j in 0..<nn where ne[j].enabled {
-                let id = ne[j].box.toOpaque()
-                for i in 0..<on where oe[i].started && oe[i].box.toOpaque() == id { ne[j].started = true }
+                for i in 0..<on where oe[i].started && oe[i].box.isSame(as: ne[j].box) { ne[j].started = true }
             }
         }
         audio.pointee.current = new

@@ -83,7 +83,9 @@ public enum WAV {
                 guard size >= 16 else { throw .truncated }
                 var chunk = try truncating { () throws(WireError) in try r.subReader(size) }
                 format = try parseFormat(&chunk, size: size)
-                if size & 1 == 1 { _ = try? r.skip(1) }  // chunks are padded to even sizes
+                // Chunks are padded to even sizes; a pad missing at the very end makes the
+                // next read fail as `.truncated`, which says it.
+                if size & 1 == 1 { _ = try? r.skip(1) }
             default:
                 try truncating { () throws(WireError) in try r.skip(size + (size & 1)) }
             }
@@ -132,6 +134,7 @@ public enum WAV {
         out.withUnsafeMutableBytes { raw in
             var w = ByteWriter(raw)
             // Sizes are clamped: a header for a stream longer than 4 GiB cannot be exact.
+            // The fields below are 44 bytes written into 44: no write can run out of room.
             let riffSize = UInt32(clamping: 36 + dataLength)
             try? w.writeUInt32(0x5249_4646); try? w.writeUInt32LE(riffSize); try? w.writeUInt32(0x5741_5645)
             try? w.writeUInt32(0x666D_7420); try? w.writeUInt32LE(16)

@@ -39,6 +39,9 @@
 #include <pwd.h>
 #include <grp.h>
 #include <math.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <sys/syscall.h>
 
 static inline int csystem_errno(void) { return errno; }
 static inline void csystem_set_errno(int value) { errno = value; }
@@ -87,4 +90,49 @@ static inline int csystem_rtprio_limit(void) {
     if (r.rlim_cur == RLIM_INFINITY) return -1;
     return r.rlim_cur > 99 ? 99 : (int)r.rlim_cur;
 }
+/* A tool program (Runtime's ToolRunner): started with posix_spawn in `dir`, stdin,
+   stdout and stderr the given descriptors, no other descriptor open (closefrom 3), every
+   signal at its default and none blocked (the loop blocks those its signalfd reads, and
+   a child would inherit that), in a process group of its own so a timeout kills what it
+   started too. 0, or an errno. */
+static inline int csystem_spawn(const char *path, char *const argv[], char *const envp[], int in, int out, int err,
+                                const char *dir, int *pid) {
+    posix_spawn_file_actions_t fa;
+    posix_spawnattr_t at;
+    sigset_t none, all;
+    int r = posix_spawn_file_actions_init(&fa);
+    if (r) return r;
+    r = posix_spawnattr_init(&at);
+    if (r) { posix_spawn_file_actions_destroy(&fa); return r; }
+    sigemptyset(&none);
+    sigfillset(&all);
+    if (!r) r = posix_spawn_file_actions_adddup2(&fa, in, 0);
+    if (!r) r = posix_spawn_file_actions_adddup2(&fa, out, 1);
+    if (!r) r = posix_spawn_file_actions_adddup2(&fa, err, 2);
+    if (!r) r = posix_spawn_file_actions_addclosefrom_np(&fa, 3);
+    if (!r && dir) r = posix_spawn_file_actions_addchdir_np(&fa, dir);
+    if (!r) r = posix_spawnattr_setsigmask(&at, &none);
+    if (!r) r = posix_spawnattr_setsigdefault(&at, &all);
+    if (!r) r = posix_spawnattr_setpgroup(&at, 0);
+    if (!r) r = posix_spawnattr_setflags(&at, POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF | POSIX_SPAWN_SETPGROUP);
+    if (!r) { pid_t p; r = posix_spawn(&p, path, &fa, &at, argv, envp); if (!r) *pid = p; }
+    posix_spawn_file_actions_destroy(&fa);
+    posix_spawnattr_destroy(&at);
+    return r;
+}
+/* A descriptor that becomes readable when process `pid` ends (Linux 5.3); -errno. */
+static inline int csystem_pidfd_open(int pid) {
+    long r = syscall(SYS_pidfd_open, pid, 0);
+    return r < 0 ? -errno : (int)r;
+}
+/* waitpid without blocking: the pid, 0 while it runs, -errno; `code` is the exit status,
+   or 128 + the signal that ended it. */
+static inline int csystem_reap(int pid, int *code) {
+    int status = 0;
+    int r = waitpid(pid, &status, WNOHANG);
+    if (r < 0) return -errno;
+    if (r > 0) *code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + (WIFSIGNALED(status) ? WTERMSIG(status) : 0);
+    return r;
+}
+
 #endif

@@ -48,6 +48,14 @@ public enum ALSAError: Error, Equatable, Sendable, CustomStringConvertible {
         }
     }
 
+    /// The ALSA error code (a negative errno), as the audio threads keep it in
+    /// `AudioThreadCounters.lastError`.
+    public var code: Int32 {
+        switch self {
+        case .open(_, _, let c, _), .configure(_, _, let c), .io(_, let c): return c
+        }
+    }
+
     public static func text(_ code: Int32) -> String {
         guard let p = snd_strerror(code) else { return "error \(code)" }
         return String(cString: p)

@@ -112,9 +112,11 @@ public final class DuplexAudio {
 
     /// Test seam: the same with stand-in devices (known delays, a shared "air") in place
     /// of ALSA's; `configuration.capture`/`playback` are then only consulted where a
-    /// stand-in is nil.
+    /// stand-in is nil. `clock` is what both threads read and sleep on (the stand-ins'
+    /// virtual clock).
     public init(configuration: DuplexConfiguration, capturePCM: (any PCMDevice)?, playbackPCM: (any PCMDevice)?,
-                captureChain: HookChain = HookChain(), playbackChain: HookChain = HookChain()) throws(DuplexError) {
+                captureChain: HookChain = HookChain(), playbackChain: HookChain = HookChain(),
+                clock: DeviceClock = .monotonic) throws(DuplexError) {
         let rate = configuration.rate
         self.rate = rate
         do throws(AudioError) {
@@ -148,9 +150,9 @@ public final class DuplexAudio {
         }
         do throws(DeviceError) {
             if let capturePCM {
-                capture = CaptureThread(pcm: capturePCM, sink: try capturePipeline(capturePCM.format))
+                capture = CaptureThread(pcm: capturePCM, sink: try capturePipeline(capturePCM.format), clock: clock)
             } else if let input = configuration.capture {
-                capture = try CaptureThread(input: input) { (f: DeviceFormat) throws(DeviceError) in try capturePipeline(f) }
+                capture = try CaptureThread(input: input, clock: clock) { (f: DeviceFormat) throws(DeviceError) in try capturePipeline(f) }
             } else {
                 capture = nil
             }
@@ -168,9 +170,9 @@ public final class DuplexAudio {
         }
         do throws(DeviceError) {
             if let playbackPCM {
-                playback = PlaybackThread(pcm: playbackPCM, source: try playbackPipeline(playbackPCM.format))
+                playback = PlaybackThread(pcm: playbackPCM, source: try playbackPipeline(playbackPCM.format), clock: clock)
             } else {
-                playback = try PlaybackThread(output: configuration.playback) { (f: DeviceFormat) throws(DeviceError) in try playbackPipeline(f) }
+                playback = try PlaybackThread(output: configuration.playback, clock: clock) { (f: DeviceFormat) throws(DeviceError) in try playbackPipeline(f) }
             }
         } catch {
             throw .playback(error)

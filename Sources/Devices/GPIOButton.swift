@@ -318,7 +318,7 @@ func chipSummary(_ c: GPIOChipEntry) -> String {
 }
 
 /// Requests a resolved line, turning errno into the errors a person can act on.
-func requestLine(_ r: ResolvedLine, chips: [GPIOChipEntry], library: any GPIOLibrary, consumer: String,
+public func requestLine(_ r: ResolvedLine, chips: [GPIOChipEntry], library: any GPIOLibrary, consumer: String,
                  _ request: GPIORequest) throws(GPIOError) -> any GPIORequestedLine {
     do throws(SystemError) {
         return try library.request(chip: r.chip, offset: r.offset, consumer: consumer, request)

@@ -305,6 +305,9 @@ public final class PlaybackPipeline: PlaybackSource, @unchecked Sendable {
             }
         }
         var source = UnsafeBufferPointer(rebasing: mono[0..<need])
+        // `need` is capped at `mono`'s size, which is the resampler's input bound and
+        // `resampled` is sized for its output: nothing for it to refuse (and no logging
+        // on this thread, were it to).
         if let resampler, let m = try? resampler.process(source, into: resampled) {
             source = UnsafeBufferPointer(rebasing: resampled[0..<m])
         }

@@ -33,6 +33,8 @@ public enum LightState: String, Sendable, Equatable, CaseIterable {
     case muted
     /// A failure the agent is retrying or cannot recover from.
     case error
+    /// A tool the model called is running (a door being opened, a light set).
+    case working
 }
 
 /// One LED: colour and APA102 global brightness (0…31).
@@ -62,6 +64,7 @@ public enum StatusPattern {
     static let green = (r: UInt8(0), g: UInt8(255), b: UInt8(0))
     static let blue = (r: UInt8(0), g: UInt8(0), b: UInt8(255))
     static let cyan = (r: UInt8(0), g: UInt8(180), b: UInt8(255))
+    static let amber = (r: UInt8(255), g: UInt8(140), b: UInt8(0))
     static let red = (r: UInt8(255), g: UInt8(0), b: UInt8(0))
 
     /// Connecting: one step per 200 ms; error: 125 ms on, 125 ms off; speaking: a 1 s
@@ -69,6 +72,9 @@ public enum StatusPattern {
     public static let connectingStep = Duration.milliseconds(200)
     public static let errorHalfPeriod = Duration.milliseconds(125)
     public static let speakingPeriod = Duration.milliseconds(1000)
+    /// A tool runs: alternate LEDs swap (one LED blinks) at this half period, slower
+    /// than the error's so the two read apart.
+    public static let workingHalfPeriod = Duration.milliseconds(250)
 
     /// The frame of `count` LEDs for `state` at `elapsed` since the state began.
     /// - Parameter level: the microphone level 0…1 (values outside are clamped).
@@ -102,6 +108,9 @@ public enum StatusPattern {
         case .error:
             let on = (t / errorHalfPeriod.nanoseconds) % 2 == 0
             for i in 0..<count { out[i] = on ? color(red, 31) : .off }
+        case .working:
+            let phase = Int((t / workingHalfPeriod.nanoseconds) % 2)
+            for i in 0..<count where i % 2 == phase { out[i] = color(amber, 31) }
         }
         return out
     }
@@ -123,6 +132,7 @@ public enum StatusPattern {
         case .connecting: return next(connectingStep.nanoseconds)
         case .error: return next(errorHalfPeriod.nanoseconds)
         case .speaking: return next(speakingPeriod.nanoseconds / 32)
+        case .working: return next(workingHalfPeriod.nanoseconds)
         }
     }
 }
@@ -197,7 +207,8 @@ public final class APA102Output: LightOutput {
     }
 
     public func close() {
-        // All LEDs off on the way out.
+        // All LEDs off on the way out, best effort: a bus that refuses now refused
+        // during the run too, where the board said it.
         try? write([LEDColor](repeating: .off, count: count))
     }
 }
@@ -244,6 +255,7 @@ public final class GPIOLEDOutput: LightOutput {
 
     public func close() {
         for l in lines {
+            // Best effort on the way out, as above.
             try? l.setValue(false)
             l.release()
         }

@@ -116,6 +116,8 @@ public final class WAVWriter {
         dataBytes = 0
     }
 
+    // Owners call close() and report what it throws; this is only for one dropped
+    // without it, where there is no one to tell.
     deinit { try? close() }
 
     /// Appends interleaved samples; after a failure, throws it again without writing.

@@ -134,6 +134,7 @@ public struct ICEAgent<R: RandomNumberGenerator> {
             for (i, l) in locals.enumerated() where l.base.ip.isV4 == server.ip.isV4 && l.candidate.type == .host && l.candidate.transport == .udp {
                 let id = TransactionID.random(using: &rng)
                 let m = STUNMessage(type: .bindingRequest, transactionID: id)
+                // No attributes: serialized() has nothing to refuse.
                 guard let bytes = try? m.serialized(fingerprint: true) else { continue }
                 startTransaction(Transaction(id: id, kind: .gather(local: i), bytes: bytes, from: l.base, to: server,
                                              key: nil, now: now, rto: config.initialRTO))
@@ -350,6 +351,7 @@ public struct ICEAgent<R: RandomNumberGenerator> {
                 .errorCode(ErrorCode(code: ErrorCode.unknownAttribute, reason: "Unknown Attribute")),
                 .unknownAttributes(UnknownAttributes(m.unknownRequired)),
             ])
+            // The listed types come from a request that fitted in a datagram: encodable.
             if let out = try? reply.serialized(fingerprint: true) { transmit(out, from: local, to: from) }
             return
         }
@@ -449,6 +451,7 @@ public struct ICEAgent<R: RandomNumberGenerator> {
                                     peer: SocketAddress, key: [UInt8]) {
         let reply = STUNMessage(type: .bindingError, transactionID: m.transactionID,
                                 attributes: [.errorCode(ErrorCode(code: code, reason: reason))])
+        // Our own short reason: serialized() has nothing to refuse.
         if let out = try? reply.serialized(integrityKey: key, fingerprint: true) { transmit(out, from: local, to: peer) }
     }
 
@@ -695,6 +698,9 @@ public struct ICEAgent<R: RandomNumberGenerator> {
         }
         let key = STUNMessage.shortTermKey(password: remote.password)
         let m = STUNMessage(type: .bindingRequest, transactionID: id, attributes: attributes)
+        // serialized() sizes its buffer from the attributes and refuses only one over
+        // 64 KiB: a far end whose ufrag is that long (RFC 8839 §5.4 allows 256
+        // characters) gets no checks, and its call fails as one that never connected.
         guard let bytes = try? m.serialized(integrityKey: key, fingerprint: true) else { return }
         if !consent { pairs[p].state = .inProgress }
         var tx = Transaction(id: id, kind: .check(pair: p, useCandidate: useCandidate, consent: consent), bytes: bytes,

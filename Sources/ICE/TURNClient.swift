@@ -255,6 +255,8 @@ public struct TURNClient<R: RandomNumberGenerator> {
 
     /// One whole message from the server.
     public mutating func handleMessage(_ bytes: [UInt8], now: Instant) {
+        // What does not parse is not the server's (or is mangled): dropped like a
+        // lost datagram, which the transactions' retransmissions cover.
         guard let first = bytes.first else { return }
         if ChannelData.isChannelData(firstByte: first) {
             guard state == .allocated, let cd = try? ChannelData.parse(bytes), let peer = channelPeers[cd.channel] else { return }
@@ -355,11 +357,14 @@ public struct TURNClient<R: RandomNumberGenerator> {
         // Indications are not authenticated (RFC 8656 §11.1).
         let m = STUNMessage(type: .sendIndication, transactionID: .random(using: &rng),
                             attributes: [.xorPeerAddress(XORPeerAddress(peer)), .data(DataAttribute(bytes))])
+        // DATA is one of ICE's datagrams, far below the 64 KiB serialized() refuses.
         if let out = try? m.serialized() { emitSend(out) }
     }
 
     /// The message with USERNAME, REALM, NONCE and MESSAGE-INTEGRITY once we have a
     /// realm and nonce (RFC 8489 §9.2.4); as it is before the first 401.
+    /// serialized() refuses only an attribute over 64 KiB: REALM and NONCE each came in
+    /// one of the server's, and USERNAME is the configured one.
     func authenticated(_ m: STUNMessage) -> [UInt8]? {
         guard let realm, let nonce, let key else { return try? m.serialized(fingerprint: false) }
         var signed = m

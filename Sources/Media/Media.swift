@@ -106,6 +106,8 @@ public struct MediaStats: Equatable, Sendable {
     public var concealed = 0
     public var fecRecovered = 0
     public var decodeErrors = 0
+    /// Uplink frames the encoder refused (skipped: RTP time moves on).
+    public var encodeErrors = 0
     /// Frames the jitter buffer dropped or inserted, in quiet audio, to follow the
     /// difference between the far end's clock and the playback device's.
     public var driftDropped = 0

@@ -66,7 +66,10 @@ public final class MediaPath {
     /// Encodes one frame (`clock.samples` samples) into `packet`; the payload length,
     /// or nil when the encoder refused (the frame is then skipped: RTP time moves on).
     public func encode(_ frame: UnsafeBufferPointer<Int16>, into packet: UnsafeMutableRawBufferPointer) -> Int? {
-        guard let n = try? encoder.encode(frame, into: packet) else { return nil }
+        guard let n = try? encoder.encode(frame, into: packet) else {
+            stats.encodeErrors += 1
+            return nil
+        }
         stats.framesSent += 1
         bytesSent += n
         return n
@@ -101,6 +104,8 @@ public final class MediaPath {
         // A concealed (or FEC-recovered) frame is as long as the far end's frames, which
         // the jitter buffer learns from their timestamps.
         let conceal = max(1, min(Int(jitter.frameLength) * clock.sampleRate / FrameClock.rtpClockRate, out.count))
+        // Nil when the decoder refused: each caller below counts it or falls back to
+        // concealment, and to silence when even that is refused.
         func decode(_ payload: [UInt8]?, fec: Bool) -> Int? {
             if let payload {
                 // A packet's own length (FEC recovers the previous frame: the length of

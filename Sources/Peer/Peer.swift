@@ -113,6 +113,9 @@ public struct PeerStats: Equatable, Sendable {
     /// Audio frames RTP packetization or SRTP protection refused (a payload too large for
     /// the packet, an SRTP error): not sent, their time passes.
     public var rtpNotProtected = 0
+    /// RTCP reports (and the closing BYE) that could not be written or protected: not
+    /// sent; the next report interval tries again.
+    public var rtcpNotProtected = 0
     /// Round-trip time from the peer's last report about our stream (RFC 3550 §6.4.1).
     public var roundTripTime: Duration? = nil
     /// The peer's view of our stream: fraction lost (0–255) and interarrival jitter (ticks).
@@ -339,6 +342,8 @@ public final class Peer {
         }
         ice.setRemoteCredentials(ICECredentials(ufrag: n.remoteICEUfrag, password: n.remoteICEPwd), now: now)
         for line in n.remoteCandidates {
+            // The far end's line: one this agent cannot read (an unknown transport or
+            // form) is skipped, and its other candidates still connect.
             if let c = try? Candidate(parsing: line), c.isUsable || c.isTCPPassive { _ = ice.addRemoteCandidate(c, now: now) }
         }
         if n.remoteEndOfCandidates { ice.setRemoteEndOfCandidates(now: now) }
@@ -665,7 +670,8 @@ public final class Peer {
                 guard let n = try? RTCP.writeGoodbye(RTCPGoodbye(ssrcs: [sender.ssrc]), into: buffer) else { return nil }
                 return try? outbound.protectRTCP(buffer, length: n)
             }
-            if let length { transmits.append((datagram(length), path.local, path.remote)) }
+            // The BYE is a courtesy (consent ends the call for the far end anyway).
+            if let length { transmits.append((datagram(length), path.local, path.remote)) } else { stats.rtcpNotProtected += 1 }
         }
         if var c = channels {
             c.abort(now: now)
@@ -883,7 +889,7 @@ public final class Peer {
             guard let n else { return nil }
             return try? outbound.protectRTCP(buffer, length: n)
         }
-        guard let length else { return }
+        guard let length else { stats.rtcpNotProtected += 1; return }
         stats.rtcpSent += 1
         transmits.append((datagram(length), path.local, path.remote))
     }

@@ -202,6 +202,7 @@ extension Peer {
                                now: now)
             } else {
                 for line in n0.remoteCandidates {
+                    // As in the first offer/answer: an unreadable line is skipped.
                     if let c = try? Candidate(parsing: line), c.isUsable || c.isTCPPassive { _ = ice.addRemoteCandidate(c, now: now) }
                 }
                 drainICE(now: now)
@@ -233,6 +234,7 @@ extension Peer {
     func applyRemoteICE(_ f: ICERestartFragment, now: Instant) {
         ice.setRemoteCredentials(ICECredentials(ufrag: f.ufrag, password: f.password), now: now)
         for line in f.candidates {
+            // As in the first offer/answer: an unreadable line is skipped.
             if let c = try? Candidate(parsing: line), c.isUsable || c.isTCPPassive { _ = ice.addRemoteCandidate(c, now: now) }
         }
         if f.endOfCandidates { ice.setRemoteEndOfCandidates(now: now) }

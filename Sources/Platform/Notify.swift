@@ -30,8 +30,14 @@ public final class SystemdNotifier {
         if bytes[0] == UInt8(ascii: "@") { bytes[0] = 0 }
         guard bytes.count < 108 else { return nil }  // sizeof(sun_path)
         path = bytes
-        guard let s = try? sys("socket(AF_UNIX)", { socket(AF_UNIX, Int32(SOCK_DGRAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0) }) else { return nil }
-        fd = s
+        // systemd waits for READY=1 from a Type=notify service and stops it when none
+        // comes: a socket that cannot be made must be said, not taken for no systemd.
+        do throws(SystemError) {
+            fd = try sys("socket(AF_UNIX)") { socket(AF_UNIX, Int32(SOCK_DGRAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0) }
+        } catch {
+            Log.warning("cannot notify systemd at $NOTIFY_SOCKET (\(error)): no readiness or watchdog pings")
+            return nil
+        }
     }
 
     deinit { closeDescriptor(fd) }

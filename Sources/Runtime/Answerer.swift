@@ -118,7 +118,7 @@ public final class Answerer {
         nextID += 1
         let call: Call
         do throws(CallError) {
-            call = try Call(loop: loop, role: .answerer, addresses: addresses, stun: nil, advertised: advertise, identity: identity, crypto: crypto)
+            call = try Call(loop: loop, role: .answerer, addresses: addresses, stun: nil, advertised: advertise, identity: identity, crypto: crypto, label: "answer: session \(id)")
         } catch {
             respond(textResponse(500, error.description))
             return
@@ -129,18 +129,30 @@ public final class Answerer {
         call.onEvent = { [unowned(unsafe) self, unowned(unsafe) session] e in self.event(e, session) }
         call.start()
         call.whenGathered(timeout: .seconds(2)) {
-            do throws(PeerError) {
-                let answer = try call.peer.acceptOffer(offer, now: self.loop.now)
-                call.pump()
-                self.sessions[TextKey(id)] = session
-                Log.info("answer: session \(id) started (\(self.mode.rawValue))")
-                self.startMedia(session)
-                respond(success(id, answer))
-            } catch {
-                Log.warning("answer: refused an offer: \(error)")
-                call.close()
-                respond(self.textResponse(400, error.description))
-            }
+            self.accept(offer, call: call, session: session, respond: respond, success: success)
+        }
+    }
+
+    /// The offer applied once gathering is done, and the answer sent. Out of line on
+    /// purpose: inlined into the closure above, the arm64 Embedded build (Swift 6.3.1,
+    /// -Osize with LTO) gave the SDP parser's typed-throw result the stack slot of a
+    /// spilled capture (the session id), which the parse overwrote, and the arm64 demo
+    /// crashed in qemu-check. A watchpoint under qemu's gdb stub showed the write.
+    @inline(never)
+    func accept(_ offer: String, call: Call, session: Session, respond: @escaping (HTTPResponse) -> Void,
+                success: @escaping (String, String) -> HTTPResponse) {
+        let id = session.id
+        do throws(PeerError) {
+            let answer = try call.peer.acceptOffer(offer, now: loop.now)
+            call.pump()
+            sessions[TextKey(id)] = session
+            Log.info("answer: session \(id) started (\(mode.rawValue))")
+            startMedia(session)
+            respond(success(id, answer))
+        } catch {
+            Log.warning("answer: refused an offer: \(error)")
+            call.close()
+            respond(textResponse(400, error.description))
         }
     }
 
@@ -198,7 +210,11 @@ public final class Answerer {
                 s.call.sendAudio(audio.payload, samples: UInt32(samples))
             }
         case .tone:
-            guard let tone = try? ToneSource(frequency: 440, amplitude: 0.25) else { return }
+            let tone: ToneSource
+            do throws(CodecError) { tone = try ToneSource(frequency: 440, amplitude: 0.25) } catch {
+                Log.warning("answer: session \(s.id) sends no tone: \(error)")
+                return
+            }
             s.tone = tone
             scheduleTone(s, at: loop.now)
         }
@@ -250,6 +266,8 @@ public final class ToneSource {
             if phase > 2 * Double.pi { phase -= 2 * Double.pi }
         }
         let encoder = self.encoder
+        // A whole 20 ms frame into a packet of Opus's largest size (RFC 6716 §3.2.1)
+        // leaves libopus nothing to refuse; were it to, the tone skips that frame.
         let n = try? pcm.withBuffer { (p: UnsafeBufferPointer<Int16>) throws(CodecError) in
             try packet.withMutableBytes { (out: UnsafeMutableRawBufferPointer) throws(CodecError) in try encoder.encode(p, into: out) }
         }

@@ -134,6 +134,8 @@ public final class SentRecorder {
         guard failure == nil else { return }
         let decoder = self.decoder
         let n = pcm.withUnsafeMutableBufferPointer { out -> Int in
+            // A packet that does not decode is recorded as a frame of silence: the file
+            // keeps the call's timeline, which is what it is compared against.
             if let n = try? decoder.decode(packet, into: out) { return n }
             let silence = min(frameSamples, out.count)
             out.baseAddress?.update(repeating: 0, count: silence)

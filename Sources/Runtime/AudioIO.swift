@@ -325,6 +325,23 @@ public final class AudioIO {
     /// Overruns and underruns: the devices', plus the rings' (a capture frame the loop had
     /// no room for, a playback period the ring could not fill).
     var xruns: (capture: Int, playback: Int) { duplex?.xruns ?? (0, 0) }
+
+    var captureHealth = DeviceHealth(capture: true)
+    var playbackHealth = DeviceHealth(capture: false)
+
+    /// Says a device that stopped working (its ALSA error) or came back: the threads
+    /// only leave their state in their counters.
+    func sayDeviceChanges(now: Instant) {
+        guard let duplex else { return }
+        if let c = duplex.capture?.counters,
+           let line = captureHealth.update(state: c.state, error: c.lastError.load(ordering: .relaxed), now: now) {
+            Log.emit(line.level) { line.text }
+        }
+        let p = duplex.playback.counters
+        if let line = playbackHealth.update(state: p.state, error: p.lastError.load(ordering: .relaxed), now: now) {
+            Log.emit(line.level) { line.text }
+        }
+    }
     var timelineJumps: Int { duplex?.timelineJumps ?? 0 }
 
     func stop() {

@@ -1,5 +1,6 @@
-// One call's network side on the loop: a UDP socket per local address, the Peer, and
-// the timer that drives it. Media plugs in through `onAudio` and `sendAudio`.
+// One call's network side on the loop for `answer`: the Peer, its paths (SessionPaths,
+// the same as `run`'s sessions) and the timer that drives it. Media plugs in through
+// `onAudio` and `sendAudio`.
 import CSystem
 import Wire
 import Platform
@@ -11,29 +12,24 @@ import Agent
 public final class Call {
     let loop: EventLoop
     let peer: Peer
-    var sockets: [UDPSocket] = []
-    var sources: [EventLoop.SourceID] = []
+    let paths: SessionPaths
     var timer: DeadlineTimer!
     var onEvent: (PeerEvent) -> Void = { _ in }
     var onAudio: (ReceivedAudio) -> Void = { _ in }
-    var receiveBuffer = [UInt8](repeating: 0, count: 2048)
-    var sendFailures = SendFailures()
     let started: Instant
     var closed = false
 
-    /// Binds a UDP socket on each address (port 0: the kernel picks) and creates the peer.
+    /// Binds the paths (a UDP socket per address) and creates the peer.
     init(loop: EventLoop, role: PeerRole, addresses: [IPAddress], stun: SocketAddress?,
-         advertised: [IPAddress] = [], identity: Identity, crypto: CryptoRandom) throws(CallError) {
+         advertised: [IPAddress] = [], identity: Identity, crypto: CryptoRandom, label: String) throws(CallError) {
         self.loop = loop
         started = loop.now
-        var bound: [SocketAddress] = []
-        for ip in addresses {
-            guard let s = try? UDPSocket(bind: SocketAddress(ip: ip, port: 0)) else { continue }
-            sockets.append(s)
-            bound.append(s.localAddress)
+        do throws(SessionPathsError) {
+            paths = try SessionPaths(loop: loop, label: label, addresses: addresses, failures: SendFailures())
+        } catch {
+            throw .paths(error)
         }
-        guard !bound.isEmpty else { throw .noAddresses }
-        var config = PeerConfiguration(hostAddresses: bound)
+        var config = PeerConfiguration(hostAddresses: paths.localAddresses)
         config.ice.stunServer = stun
         config.ice.advertised = advertised
         // The same consent timing as `run`'s calls: one policy, in ICE.
@@ -49,14 +45,15 @@ public final class Call {
         } catch {
             throw .peer(error)
         }
-        // Unowned: the timer is the call's own (a strong capture is a cycle).
+        // Unowned: the timer and the paths are the call's own (a strong capture is a cycle).
         timer = DeadlineTimer(loop: loop) { [unowned(unsafe) self] in
             self.peer.handleTimeout(now: self.loop.now)
             self.pump()
         }
-        for s in sockets {
-            sources.append(loop.watch(fd: s.fd) { _ in self.readable(s) })
+        paths.onPacket = { [unowned(unsafe) self] packet, from, local in
+            self.peer.handleInput(packet, from: from, local: local, now: self.loop.now)
         }
+        paths.afterInput = { [unowned(unsafe) self] in self.pump() }
     }
 
     deinit { shutdown() }
@@ -64,19 +61,6 @@ public final class Call {
     func start() {
         peer.start(now: loop.now)
         pump()
-    }
-
-    func readable(_ socket: UDPSocket) {
-        for _ in 0..<ReadBudget.datagrams where !closed {
-            let got = try? receiveBuffer.withMutableBytes { (raw: UnsafeMutableRawBufferPointer) throws(SystemError) in
-                try socket.receive(into: raw)
-            }
-            guard let (n, from) = got ?? nil else { return }
-            // Borrowed, not copied: SRTP is decrypted in place in this buffer.
-            let local = socket.localAddress, now = loop.now
-            receiveBuffer.withUnsafeMutableBytes { peer.handleInput(UnsafeMutableRawBufferPointer(rebasing: $0[0..<n]), from: from, local: local, now: now) }
-            pump()
-        }
     }
 
     /// Sends one encoded frame (`samples` at 48 kHz).
@@ -90,16 +74,7 @@ public final class Call {
         while true {
             switch peer.pollOutput() {
             case .transmit(let bytes, let from, let to):
-                guard let socket = sockets.first(where: { $0.localAddress == from }) else { continue }
-                // A send error (no route, unreachable) is what ICE and consent checks
-                // are there to notice; the datagram is lost, counted and said once.
-                var refused: SystemError? = nil
-                var sent = false
-                do throws(SystemError) { sent = try socket.send(bytes, to: to) } catch { refused = error }
-                if !sent {
-                    peer.transmitFailed(bytes)
-                    if let line = sendFailures.note(refused, to: to) { Log.warning(line) }
-                }
+                paths.transmit(bytes, from: from, to: to, for: peer)
                 peer.recycle(bytes)
             case .event(let e):
                 if case .audio(let a) = e { onAudio(a) } else { onEvent(e) }
@@ -119,20 +94,18 @@ public final class Call {
 
     func shutdown() {
         closed = true
-        for s in sources { loop.unwatch(s) }
-        sources = []
         timer?.cancel()
-        sockets = []
+        paths.close()
     }
 }
 
 public enum CallError: Error, CustomStringConvertible {
-    case noAddresses
+    case paths(SessionPathsError)
     case peer(PeerError)
 
     public var description: String {
         switch self {
-        case .noAddresses: return "no usable network address to gather candidates on (is the network up?)"
+        case .paths(let e): return e.description
         case .peer(let e): return e.description
         }
     }

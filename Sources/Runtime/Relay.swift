@@ -42,6 +42,7 @@ final class RelayPath {
     /// When the allocation was made (figures for the log and `check`).
     private(set) var allocatedAfter: Duration?
     var receiveBuffer = [UInt8](repeating: 0, count: 65_536 + 8)
+    let sendFailures = SendFailures()
 
     var onAllocated: (_ path: RelayPath, _ relayed: SocketAddress, _ mapped: SocketAddress?) -> Void = { _, _, _ in }
     var onFailed: (TURNFailure) -> Void = { _ in }
@@ -153,8 +154,12 @@ final class RelayPath {
 
     private func write(_ bytes: [UInt8]) {
         if let udp {
-            // Lost datagrams are what retransmissions (and consent) are for.
-            _ = try? bytes.withBytes { (raw: UnsafeRawBufferPointer) throws(SystemError) in try udp.send(raw, to: serverAddress) }
+            // Lost datagrams are what retransmissions (and consent) are for; a socket
+            // that refuses them is said once per reason.
+            var refused: SystemError? = nil
+            var sent = false
+            do throws(SystemError) { sent = try udp.send(bytes, to: serverAddress) } catch { refused = error }
+            if !sent, let line = sendFailures.note(refused, to: serverAddress) { Log.warning("the relay \(server.url): " + line) }
             return
         }
         if let tls {
@@ -171,6 +176,7 @@ final class RelayPath {
     private func readableUDP() {
         guard let udp else { return }
         for _ in 0..<ReadBudget.datagrams where !closed {
+            // As in Runtime.readable: an error leaves no datagram behind, it ends the turn.
             let got = try? receiveBuffer.withMutableBytes { (raw: UnsafeMutableRawBufferPointer) throws(SystemError) in try udp.receive(into: raw) }
             guard let (n, from) = got ?? nil else { return }
             // Only the server speaks on this socket: anything else is a stranger.
@@ -334,6 +340,8 @@ final class RelayPath {
             while case .transmit(let b) = tls.pollOutput() { outgoing += b }
         }
         if let tcp, !outgoing.isEmpty {
+            // Best effort by design: the server also ends an allocation that is not
+            // refreshed (RFC 8656 §7), so a lost release costs it only the lifetime.
             _ = try? outgoing.withBytes { (raw: UnsafeRawBufferPointer) throws(SystemError) in try tcp.send(raw) }
         }
         outgoing = []
@@ -358,7 +366,16 @@ public enum RelayProbe {
                                 timeout: Duration = .seconds(10)) -> Result<Allocated, TURNFailure> {
         let tls = RelayTLS(http: http)
         var seed: UInt64 = 0
-        if let r = try? TLSRandom.tls(), let bytes = try? r.bytes(8) { for b in bytes { seed = seed << 8 | UInt64(b) } }
+        // Without the DRBG the check still allocates, with predictable transaction IDs
+        // (RFC 8489 §5 wants them random against off-path forgery): said, not fatal.
+        var noSeed: String? = nil
+        do throws(TLSError) {
+            let random = try TLSRandom.tls()
+            do throws(DTLSError) { for b in try random.bytes(8) { seed = seed << 8 | UInt64(b) } } catch { noSeed = error.description }
+        } catch {
+            noSeed = error.description
+        }
+        if let noSeed { Log.warning("no random seed for the TURN transaction IDs (\(noSeed)); checking with fixed ones") }
         let path = RelayPath(loop: loop, server: server, address: address, tls: tls, seed: seed)
         var result: Result<Allocated, TURNFailure>? = nil
         path.onAllocated = { p, relayed, mapped in

@@ -27,6 +27,11 @@ public struct RuntimeParts {
 
     /// TURN servers (resolved) every session allocates a relay on.
     var relays: [(server: TURNServer, address: SocketAddress)] = []
+    /// The tools file's tools and tokens, and where exec tools' programs are.
+    public var tools = LoadedTools.none
+    public var toolsDirectory = "/etc/linnet/tools.d"
+    /// The MCP servers (asked for their tools before the runtime was made).
+    public var mcp: MCPClients?
 
     public init(addresses: [IPAddress], http: HTTPClient, media: MediaSettings,
                 relays: [(server: TURNServer, address: SocketAddress)] = []) {
@@ -42,23 +47,14 @@ public final class Runtime {
     let core: AgentCore
     let parts: RuntimeParts
     let audio: AudioIO
-    var sockets: [Int: [UDPSocket]] = [:]
-    var socketSources: [Int: [EventLoop.SourceID]] = [:]
-    /// Each session's TURN allocations; a transmit "from" a relayed address goes there.
-    var relayPaths: [Int: [RelayPath]] = [:]
-    /// Each session's ICE-TCP connections, by remote passive candidate.
-    var tcpPaths: [Int: [SocketAddress: ICETCPPath]] = [:]
-    /// Each session's media, made when the core asks (`makeMedia`): the core encodes
-    /// through it, playout reads the active one.
-    final class MediaStore {
-        var paths: [Int: MediaPath] = [:]
-    }
-    let media = MediaStore()
-    var activeMedia: MediaPath?
+    /// Each session's network paths: host sockets, TURN allocations, ICE-TCP.
+    var paths: [Int: SessionPaths] = [:]
     var calls: [RequestID: HTTPCall] = [:]
     public var events: EventLog?
     public var notifier: SystemdNotifier?
-    public var statusPath: String?
+    public var statusFile = StatusFile(path: nil)
+    /// Runs the model's tool calls (`.runTool`); set by `run` when a tools file is given.
+    public var tools: ToolRunner
     /// Where the sessions open now are kept, to be closed by the next start if this
     /// process dies with them open (`state-dir`/open-sessions.jsonl); nil: not kept.
     public var pendingClosesPath: String?
@@ -69,13 +65,14 @@ public final class Runtime {
     public var lights: Lights?
     public var onStopped: (ExitStatus) -> Void = { _ in }
     var stopped = false
-    var receiveBuffer = [UInt8](repeating: 0, count: 2048)
 
     public init(loop: EventLoop, core: AgentCore, parts: RuntimeParts, audio: AudioIO) {
         self.loop = loop
         self.core = core
         self.parts = parts
         self.audio = audio
+        tools = ToolRunner(loop: loop, directory: parts.toolsDirectory, http: parts.http, tokens: parts.tools.tokens)
+        tools.mcp = parts.mcp
         // Unowned in the closures the runtime's own parts keep (its timer, the audio
         // side's callbacks, its relay paths): they never outlive it, and a strong
         // capture would be a reference cycle that outlives the command. (unsafe:
@@ -86,55 +83,18 @@ public final class Runtime {
             self.core.handleTimeout(now: self.loop.now)
             self.drive()
         }
-        let store = media, settings = parts.media
+        // The session that asks owns what it gets; playout reads it through the core.
+        let settings = parts.media
         core.makeMedia = { id in
-            guard let m = try? MediaPath(settings) else { return nil }
-            store.paths[id] = m
-            return m
+            // The core fails the session on nil with a short reason; which setting or
+            // libopus error it was is only known here.
+            do throws(MediaError) {
+                return try MediaPath(settings)
+            } catch {
+                Log.warning("session \(id): the call's media could not be set up: \(error)")
+                return nil
+            }
         }
-    }
-
-    /// The core's settings from the command's config.
-    public static func settings(config: Config, route: Route, token: String?, stun: SocketAddress?, addresses: [SocketAddress] = [],
-                         sendOnOpen: [String]) -> AgentSettings {
-        var policy = SupervisorPolicy()
-        policy.maximumSessionAge = .seconds(Int64(config.maximumSessionSeconds))
-        // WHIP can restart ICE (where the endpoint gave an ETag; a session without one
-        // reports that at once and a fresh session follows).
-        policy.iceRestart = route.restartsICE
-        var peer = PeerConfiguration(hostAddresses: addresses)
-        peer.ice.stunServer = stun
-        peer.ice.useVoiceCallConsent()
-        peer.ice.tcpActive = config.iceTCP
-        var realtime = RealtimeSettings(config: config)
-        // Without a transcription model the service sends no user transcripts; on the
-        // direct OpenAI route Linnet asks for its small one unless told otherwise (a
-        // backend configures its own sessions).
-        if case .openai = route, realtime.transcriptionModel == nil { realtime.transcriptionModel = "gpt-4o-mini-transcribe" }
-        // 100 ms is the service's floor for a commit, counted from what reached its
-        // buffer; RTP arrives behind the data channel, so 150 ms of sent audio keeps a
-        // just-long-enough press from failing as `commit_empty`.
-        realtime.minimumCommitMilliseconds = 150
-        var settings = AgentSettings(route: route, token: token, policy: policy, maxAttempts: config.maxAttempts,
-                             runFor: config.seconds > 0 ? .seconds(Int64(config.seconds)) : nil, eventsChannel: config.eventsChannel,
-                             sendOnOpen: sendOnOpen, statsInterval: config.statsSeconds > 0 ? .seconds(Int64(config.statsSeconds)) : nil,
-                             pushToTalk: config.effectiveTurnDetection == .ptt, turnDetectionName: config.effectiveTurnDetection.rawValue,
-                             realtime: realtime, peer: peer)
-        settings.micHold = config.micHold
-        // Linnet's own barge-in needs the flag to hear the user and not the assistant:
-        // voice mode, the microphone not held for the whole reply, and no speaker heard
-        // by the microphone without a canceller in between (behind the canceller the
-        // core also waits while echo is measured uncancelled).
-        let flagHearsTheUser = config.aec || !config.acousticPath
-        if config.effectiveTurnDetection == .vad, config.micHold != .whileAssistantSpeaks, flagHearsTheUser, config.voiceFlag, config.bargeInMS > 0 {
-            settings.localBargeIn = .milliseconds(Int64(config.bargeInMS))
-        }
-        // The direct route tells OpenAI what the user heard of a reply they cut off.
-        if case .openai = route { settings.realtime.truncatesHeardAudio = true }
-        settings.carryTurns = config.carryTurns
-        settings.learnedServerReach = config.learnedICEServers
-        settings.hangupURL = config.hangupURL
-        return settings
     }
 
     // MARK: Start and stop
@@ -172,7 +132,12 @@ public final class Runtime {
         }
         unlink(path)
         for line in file.bytes.split(separator: 10) {
-            guard let v = try? JSONValue.parse(Array(line)), let close = PendingClose(json: v) else { continue }
+            // The file is replaced whole (SafeFile), so a line that is not a close was
+            // edited by hand or damaged on disk: said, as that session stays open.
+            guard let v = try? JSONValue.parse(Array(line)), let close = PendingClose(json: v) else {
+                Log.warning("the open sessions file \(path): a line that is not a session to close, skipped")
+                continue
+            }
             Log.info("closing the session a previous run left open: \(close.method) \(close.url)")
             let request = close.request(bearer: core.deviceCredential)
             _ = parts.http.send(request, timeout: core.settings.closeTimeout) { result in
@@ -205,7 +170,7 @@ public final class Runtime {
         }
         // Playout is pulled by the speaker's clock (Devices' DuplexAudio), not a timer.
         audio.onPlayout = { [unowned(unsafe) self] out in
-            guard let m = self.activeMedia else { return (0, 0, false) }
+            guard let m = self.core.playing else { return (0, 0, false) }
             let before = m.streamSamples
             let n = m.playout(now: self.loop.now, into: out)
             return (n, m.streamSamples - before, m.lastConcealed)
@@ -226,6 +191,7 @@ public final class Runtime {
             }
         }
         core.start(now: loop.now)
+        scheduleMetrics()
         drive()
     }
 
@@ -257,6 +223,8 @@ public final class Runtime {
         case .connecting: return (.connecting, 0)
         case .disconnected, .failed: return (.error, 0)
         case .connected:
+            // A tool at work is what the user waits for ("I'll open the door").
+            if core.tools.running > 0 { return (.working, 0) }
             if core.assistantSpeaking { return (.speaking, 0) }
             if core.muted { return (.muted, 0) }
             return (.listening, level)
@@ -266,6 +234,7 @@ public final class Runtime {
     // MARK: Driving the core
 
     func feedAudioCounters() {
+        audio.sayDeviceChanges(now: loop.now)
         var a = AudioCounters()
         let x = audio.xruns
         a.captureXruns = x.capture
@@ -284,22 +253,9 @@ public final class Runtime {
             case .bind(let id): bind(id)
             case .unbind(let id): unbind(id)
             case .transmit(let id, let bytes, let from, let to):
-                // The `from` address names the path: a host socket, or a relayed
-                // candidate's allocation (RFC 8445 §5.1.1.2: its base is itself).
-                if let socket = sockets[id]?.first(where: { $0.localAddress == from }) {
-                    var refused: SystemError? = nil
-                    var sent = false
-                    do throws(SystemError) { sent = try socket.send(bytes, to: to) } catch { refused = error }
-                    if !sent {
-                        core.peer(of: id)?.transmitFailed(bytes)
-                        if let line = sendFailures.note(refused, to: to) { Log.warning("session \(id): " + line) }
-                    }
-                } else if let relay = relayPaths[id]?.first(where: { $0.relayedAddress == from }) {
-                    relay.send(bytes, to: to)
-                } else if from.port == 9, core.settings.peer.ice.tcpActive {
-                    tcpPath(id, from: from, to: to)?.send(bytes)
-                }
-                core.peer(of: id)?.recycle(bytes)
+                let peer = core.peer(of: id)
+                paths[id]?.transmit(bytes, from: from, to: to, for: peer)
+                peer?.recycle(bytes)
             case .http(let id, let request, let timeout):
                 calls[id] = parts.http.send(request, timeout: timeout) { [unowned(unsafe) self] result in
                     self.calls[id] = nil
@@ -314,12 +270,11 @@ public final class Runtime {
             case .mute(let on):
                 audio.mute.setMuted(on)
             case .flushPlayback(let id):
-                // Barge-in: what is queued to play goes now, in the jitter buffer and
-                // (for the session on the speaker) in the ring and the device.
-                media.paths[id]?.flushPlayback()
-                if let m = media.paths[id], m === activeMedia { audio.flushPlayback() }
-            case .switchAudio(let id):
-                activeMedia = media.paths[id]
+                // Barge-in: what is queued to play goes now, in the ring and the
+                // device (the core has emptied the session's jitter buffer).
+                if id == core.activeID { audio.flushPlayback() }
+            case .switchAudio:
+                break  // Playout follows `core.playing`.
             case .pendingClose(let id, let close):
                 pendingCloses[id] = close
                 writePendingCloses()
@@ -327,8 +282,15 @@ public final class Runtime {
                 learnedRelays.append((server, address))
             case .resolveRelay(let server):
                 resolve(server)
+            case .runTool(let run):
+                tools.start(run) { [unowned(unsafe) self] result in
+                    self.core.toolFinished(run.id, result, now: self.loop.now)
+                    self.drive()
+                }
+            case .cancelTool(let id):
+                tools.cancel(id)
             case .refreshRelays(let id):
-                for path in relayPaths[id] ?? [] { path.refresh() }
+                for path in paths[id]?.relays ?? [] { path.refresh() }
             case .record(let type, let fields):
                 events?.write(type, fields, now: loop.now)
             case .log(let level, let text):
@@ -354,37 +316,42 @@ public final class Runtime {
     // MARK: Sockets
 
     func bind(_ id: Int) {
-        var bound: [UDPSocket] = []
-        for ip in parts.addresses {
-            guard let s = try? UDPSocket(bind: SocketAddress(ip: ip, port: 0)) else { continue }
-            bound.append(s)
-        }
-        guard !bound.isEmpty else {
-            core.socketsUnavailable(session: id, reason: "no usable network address to gather candidates on (is the network up?)", now: loop.now)
+        let session: SessionPaths
+        let ice = core.settings.peer.ice
+        do throws(SessionPathsError) {
+            session = try SessionPaths(loop: loop, label: "session \(id)", addresses: parts.addresses,
+                                       tcpLimit: ice.tcpActive ? ice.maximumTCPRemotes : nil, failures: sendFailures)
+        } catch {
+            core.socketsUnavailable(session: id, reason: error.description, now: loop.now)
             return
         }
-        sockets[id] = bound
-        socketSources[id] = bound.map { s in loop.watch(fd: s.fd) { _ in self.readable(id, s) } }
-        let paths = startRelays(id)
-        relayPaths[id] = paths
-        core.socketsBound(session: id, addresses: bound.map { $0.localAddress }, relays: paths.count, now: loop.now)
+        // Unowned: the paths are the runtime's, released by `unbind` (a cycle otherwise).
+        session.onPacket = { [unowned(unsafe) self] packet, from, local in
+            self.core.handleDatagram(session: id, packet, from: from, local: local, now: self.loop.now)
+        }
+        session.afterInput = { [unowned(unsafe) self] in self.drive() }
+        session.relays = startRelays(id)
+        paths[id] = session
+        core.socketsBound(session: id, addresses: session.localAddresses, relays: session.relays.count, now: loop.now)
     }
 
     /// The realm each configured TURN server accepted its credentials under.
     /// Keyed by the server URL's bytes: String keys hash through Unicode normalisation,
     /// which would link its tables into the release binary (scripts/unicode-users.py).
     var pinnedRealms: [[UInt8]: String] = [:]
-    var sendFailures = SendFailures()
+    let sendFailures = SendFailures()
     /// TURN servers the provider's answers named (added for later sessions).
     var learnedRelays: [(server: TURNServer, address: SocketAddress)] = []
     var learnResolver: BackgroundResolver?
 
     /// Resolves a TURN server the provider named by host; the core judges the addresses.
     func resolve(_ server: TURNServer) {
-        if learnResolver == nil { learnResolver = try? BackgroundResolver(loop: loop, maxThreads: 1) }
-        guard let resolver = learnResolver else {
-            return core.relayUnresolved(server, reason: "no resolver thread", now: loop.now)
+        if learnResolver == nil {
+            do throws(SystemError) { learnResolver = try BackgroundResolver(loop: loop, maxThreads: 1) } catch {
+                return core.relayUnresolved(server, reason: "no resolver thread (\(error))", now: loop.now)
+            }
         }
+        guard let resolver = learnResolver else { return }
         _ = resolver.resolve(server.url.host, port: server.url.port) { result in
             switch result {
             case .success(let addresses): self.core.relayResolved(server, addresses: addresses, now: self.loop.now)
@@ -421,8 +388,9 @@ public final class Runtime {
                 self.drive()
             }
             path.onData = { [unowned(unsafe) self] relayed, from, packet in
-                self.core.handleDatagram(session: id, packet, from: from, local: relayed, now: self.loop.now)
-                self.drive()
+                guard let session = self.paths[id] else { return }
+                session.onPacket(packet, from, relayed)
+                session.afterInput()
             }
             path.start()
             paths.append(path)
@@ -430,59 +398,40 @@ public final class Runtime {
         return paths
     }
 
-    /// The connection from active candidate `from` to the passive candidate `to`,
-    /// opened on the first check. ICE takes at most `maximumTCPRemotes` of the peer's
-    /// TCP candidates (the policy is there); this holds to the same bound.
-    func tcpPath(_ id: Int, from: SocketAddress, to: SocketAddress) -> ICETCPPath? {
-        if let p = tcpPaths[id]?[to], !p.closed { return p }
-        guard (tcpPaths[id]?.count ?? 0) < core.settings.peer.ice.maximumTCPRemotes || tcpPaths[id]?[to] != nil else { return nil }
-        let path = ICETCPPath(loop: loop, remote: to, base: from)
-        path.onPacket = { [unowned(unsafe) self] remote, local, packet in
-            self.core.handleDatagram(session: id, packet, from: remote, local: local, now: self.loop.now)
-            self.drive()
-        }
-        path.onClosed = { why in Log.debug("session \(id): ICE-TCP \(to): \(why)") }
-        tcpPaths[id, default: [:]][to] = path
-        return path
-    }
-
     func unbind(_ id: Int) {
-        for source in socketSources.removeValue(forKey: id) ?? [] { loop.unwatch(source) }
-        for (_, path) in tcpPaths.removeValue(forKey: id) ?? [:] { path.close() }
-        // Allocations end with LIFETIME 0 (RFC 8656 §7.2) rather than linger 10 minutes.
-        for path in relayPaths.removeValue(forKey: id) ?? [] { path.release() }
-        sockets[id] = nil
-        if let m = media.paths.removeValue(forKey: id), m === activeMedia { activeMedia = nil }
-    }
-
-    func readable(_ id: Int, _ socket: UDPSocket) {
-        // At most a budget of datagrams per turn (ReadBudget): the rest at the next.
-        for _ in 0..<ReadBudget.datagrams where sockets[id] != nil {
-            let got = try? receiveBuffer.withMutableBytes { (raw: UnsafeMutableRawBufferPointer) throws(SystemError) in
-                try socket.receive(into: raw)
-            }
-            guard let (n, from) = got ?? nil else { break }
-            // Borrowed, not copied: SRTP is decrypted in place in this buffer.
-            let local = socket.localAddress, now = loop.now
-            receiveBuffer.withUnsafeMutableBytes {
-                core.handleDatagram(session: id, UnsafeMutableRawBufferPointer(rebasing: $0[0..<n]), from: from, local: local, now: now)
-            }
-        }
-        drive()
+        paths.removeValue(forKey: id)?.close()
     }
 
     // MARK: Files
 
-    /// The status file for a kiosk UI: rewritten whole (temp file + rename, so a reader
-    /// never sees half of it) on each state change and stats tick; a path that is not
-    /// safe to write is said once and dropped (Platform/SafeFile.swift).
+    /// The status file, on each state change and stats tick; the metrics file too.
     func writeStatus(_ s: AgentStatus) {
-        guard let path = statusPath else { return }
-        do throws(SafeFile.Failure) {
-            try SafeFile.replace(path, with: s.json)
-        } catch {
-            Log.warning("status file: \(error); not writing it any more")
-            statusPath = nil
+        statusFile.write(s.json)
+        writeMetrics()
+    }
+
+    // MARK: Metrics
+
+    /// `linnet.prom` for node_exporter's textfile collector (nil: none). Written whole
+    /// and renamed (SafeFile), as the collector's documentation asks, so a scrape never
+    /// reads half a file.
+    public var metricsFile = StatusFile(path: nil)
+    /// How often the metrics are rewritten besides state changes: their freshness
+    /// sample must move even when nothing else does (stats-seconds is 0 by default).
+    public static let metricsInterval = Duration.seconds(15)
+    var metricsTimer: EventLoop.TimerID?
+
+    func writeMetrics() {
+        guard metricsFile.path != nil else { return }
+        metricsFile.write(core.metricsText(version: LinnetVersion.string, unixTime: Double(RealtimeClock.unixSeconds())))
+    }
+
+    func scheduleMetrics() {
+        guard metricsFile.path != nil, !stopped else { return }
+        metricsTimer = loop.schedule(after: Runtime.metricsInterval) { [unowned(unsafe) self] in
+            self.feedAudioCounters()
+            self.writeMetrics()
+            self.scheduleMetrics()
         }
     }
 
@@ -503,7 +452,11 @@ public final class Runtime {
         guard !stopped else { return }
         stopped = true
         timer.cancel()
+        if let t = metricsTimer { loop.cancel(t) }
+        // The last figures, with the session closed.
+        writeMetrics()
         watchdog?.stop()
+        tools.stopAll()
         button?.close()
         lights?.close()
         audio.stop()

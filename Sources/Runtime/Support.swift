@@ -7,6 +7,7 @@ import Platform
 import DTLS
 import Devices
 import Agent
+import Peer
 
 /// `1.5` (one decimal, no floating-point printing: Embedded Swift has none).
 public func tenths(_ seconds: Double) -> String {
@@ -116,16 +117,31 @@ extension HTTPClientError {
 /// Datagrams a socket refused, said once per reason: a path that fails (no route, a
 /// full buffer) fails for every packet, 50 a second, and the log must not drown in
 /// them. The peer counts each one (`Peer.transmitFailed`, the stats' `send_failed`).
-struct SendFailures {
+final class SendFailures {
     /// errno values already said; 0 stands for a full socket buffer.
     private var said: [Int32] = []
 
-    /// The line to log for this failure, the first time its reason is seen.
-    mutating func note(_ error: SystemError?, to address: SocketAddress) -> String? {
+    /// Sends one of `peer`'s datagrams on `socket`. One the socket refuses (an errno,
+    /// or a full send buffer) is lost: ICE's checks and consent are there to notice a
+    /// path that stopped working. It is taken back out of the peer's counts, and the
+    /// line to log is returned the first time its reason is seen. Both drivers of a
+    /// `Peer` (`Runtime`, `Call`) send through here.
+    func send(_ bytes: [UInt8], on socket: UDPSocket, to address: SocketAddress, for peer: Peer?) -> String? {
+        var refused: SystemError? = nil
+        var sent = false
+        do throws(SystemError) { sent = try socket.send(bytes, to: address) } catch { refused = error }
+        guard !sent else { return nil }
+        peer?.transmitFailed(bytes)
+        return note(refused, to: address, counted: "; counted in send_failed")
+    }
+
+    /// The line to log for this failure, the first time its reason is seen; `counted`
+    /// says where each one is counted, if anywhere.
+    func note(_ error: SystemError?, to address: SocketAddress, counted: String = "") -> String? {
         let code = error?.code ?? 0
         guard !said.contains(code) else { return nil }
         said.append(code)
         let why = error.map { $0.description } ?? "the socket's send buffer is full"
-        return "a datagram to \(address) was not sent (\(why)); counted in send_failed, said once"
+        return "a datagram to \(address) was not sent (\(why))\(counted), said once"
     }
 }

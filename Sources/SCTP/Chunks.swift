@@ -39,6 +39,7 @@ extension ByteReader {
 
     /// Copies everything left.
     mutating func readRest() -> [UInt8] {
+        // Exactly what is left: readArray has nothing to refuse.
         (try? readArray(remaining)) ?? []
     }
 }

@@ -175,6 +175,8 @@ extension NegotiatedSession {
         var dataChannel: NegotiatedDataChannel? = nil
         var bundled = answer.bundleTagIndex(for: answerAudio) != nil
         if let offerData = offer.dataChannelIndex {
+            // An answer with no section for it (against RFC 3264 §6: one m-line per
+            // offered one) is read as declining it: the call goes on with audio only.
             if let answerData = try? matching(offerData, offer: offer, answer: answer),
                answer.media[answerData].kind == .application, !answer.media[answerData].isRejected {
                 let remoteData = remote.media[localIsOfferer ? answerData : offerData]

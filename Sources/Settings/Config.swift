@@ -206,6 +206,9 @@ public struct Config: Sendable, Equatable {
     public var maxSessionSeconds: Int? = nil
     public var eventsChannel = ""
     public var send: String? = nil
+    /// The function tools file (JSON), and where its exec tools' programs are.
+    public var tools: String? = nil
+    public var toolsDir = ""
 
     // Running.
     public var seconds = 0
@@ -215,6 +218,9 @@ public struct Config: Sendable, Equatable {
     public var eventsLabel: String? = nil
     public var statsSeconds = 0
     public var statusFile: String? = nil
+    /// Where the Prometheus metrics file goes (`linnet.prom`, node_exporter's textfile
+    /// collector).
+    public var textfileDir: String? = nil
     public var stateDir: String? = nil
     public var logLevel = LogLevel.info
     /// `check`, run by root: the user it checks as (the unit's `User=`).

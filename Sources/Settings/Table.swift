@@ -143,6 +143,10 @@ extension SettingsTable {
         .value("events-channel", .label("LABEL", limit: 1024), .session, .agent, default: "oai-events",
                "the label of the data channel the provider's events ride on") { $0.eventsChannel = $1 },
         .optional("send", .path(), .session, .agent, "text lines to send on the events channel once it is open") { $0.send = $1 },
+        .optional("tools", .path(), .session, .agent,
+                  "the function tools file (JSON) the model may call: GPIO lines, programs in tools-dir, HTTP endpoints (README: tools)") { $0.tools = $1 },
+        .value("tools-dir", .path("DIR"), .session, .agent, default: "/etc/linnet/tools.d",
+               "where the tools file's exec programs are (named by file name; no path comes from the model)") { $0.toolsDir = $1 },
 
         .value("seconds", .whole(0...Int(Int32.max), "a whole number of seconds from 0 to 2147483647"), .running, [.agent, .demo, .audio, .answer],
                default: "0", also: [.demo: "5", .audio: "5"],
@@ -163,6 +167,8 @@ extension SettingsTable {
         },
         .optional("status-file", .path(), .running, .agent,
                   "the state as JSON for a kiosk UI (default /run/linnet/status.json when /run/linnet is writable)") { $0.statusFile = $1 },
+        .optional("textfile-dir", .path(), .running, .agent,
+                  "writes linnet.prom there for node_exporter's textfile collector (default /var/lib/prometheus/node-exporter when Linnet can write it)") { $0.textfileDir = $1 },
         .value("log-level", .logLevel, .running, [.agent, .demo, .audio, .answer], default: "info", "what is logged") { $0.logLevel = $1 },
         .value("service-user", .word("USER"), .running, .check, default: "linnet",
                "run by root, check becomes this user (the unit's User=) with the unit's groups audio gpio spi, and checks what the service could open") {

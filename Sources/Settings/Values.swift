@@ -297,7 +297,7 @@ func decimalNumber(_ value: String) -> Double? {
     return negative ? -v : v
 }
 
-func parseGPIOLine(_ value: String) -> GPIOLine? {
+public func parseGPIOLine(_ value: String) -> GPIOLine? {
     guard value.utf8.allSatisfy({ $0 > 32 && $0 != 127 }) else { return nil }
     guard let colon = value.lastIndex(ofByte: UInt8(ascii: ":")) else { return .name(value) }
     let chip = String(value.bytes(from: value.startIndex, to: colon))

@@ -45,7 +45,8 @@ enum AnswerCommand {
             writeOut("READY \(answerer.address.port)\n")
             do throws(SystemError) { try loop.run() } catch { throw CLIFailure(.software, error.description) }
             answerer.closeAll()
-            // Let the closes (BYE, close_notify) leave before exiting.
+            // Let the closes (BYE, close_notify) leave before exiting: best effort, the
+            // process ends either way.
             try? loop.runOnce(maxWait: .zero)
             return .ok
         } catch {

@@ -23,7 +23,7 @@ import Runtime
 ///   provider that answers it cannot (5xx, 404, …), or a call whose ICE/DTLS failed.
 /// - 78 `config`: what a person must fix — 401/403 (the token), a certificate or CA
 ///   that does not verify.
-/// Exit statuses live with the agent core (Agent/AgentCore.swift): one rule for every command.
+/// Exit statuses live with the agent core (Agent/AgentTypes.swift): one rule for every command.
 public typealias ExitStatus = Agent.ExitStatus
 
 let linnetVersion = LinnetVersion.string
@@ -114,6 +114,13 @@ enum CLI {
             provider hears, Opus' 6.5 ms lookahead included). Combined wrongly (--far-end
             without a playback device, either offline) they are usage errors (64).
             """, options: .audio, run: { args in AudioCommand.run(args) }),
+        CommandEntry(name: "tool", synopsis: "tool NAME ['JSON'] [--tools FILE] [--tools-dir DIR]", intro: """
+            Runs one tool of the tools file by hand, as the model would call it: the
+            arguments (JSON, default none) checked against its schema, then run with its
+            timeout, output cap and clean environment; the result on stdout. Exit status:
+            0 done; 65 arguments the schema refuses; 69 the tool failed or timed out; 78
+            no such tool, or a tools file that cannot be used.
+            """, run: { args in ToolCommand.run(args) }),
         CommandEntry(name: "devices", synopsis: "devices", intro: """
             Capture and playback devices (ALSA PCM names, as --capture and --playback take
             them, with the formats, rates and channels of hardware devices) and GPIO chips

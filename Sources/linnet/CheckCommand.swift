@@ -82,6 +82,14 @@ enum CheckCommand {
             }
         }
 
+        // Fleet metrics: where run will write them, as the service's user.
+        if let dir = config.textfileDir {
+            line("metrics", isWritableDirectory(dir) ? .success("\(dir)/linnet.prom can be written")
+                 : .failure(CLIFailure(.config, "cannot write in the textfile-dir '\(dir)'")))
+        } else if isWritableDirectory("/var/lib/prometheus/node-exporter") {
+            line("metrics", .success("/var/lib/prometheus/node-exporter/linnet.prom, when run as the service (node_exporter's textfile directory)"))
+        }
+
         var captureCard: Int? = nil, playbackCard: Int? = nil
         if let input = config.input {
             do throws(FileError) {
@@ -129,6 +137,27 @@ enum CheckCommand {
                     warning("ptt", "\(ptt): \(error) — run falls back to voice mode, the microphone open (ptt-required = true makes this an error)")
                 }
             }
+        }
+        // The tools file, judged as run would, and what each tool touches.
+        do throws(CLIFailure) {
+            let tools = try config.tools.map { p throws(CLIFailure) in try LoadedTools.load(p, directory: config.toolsDir) } ?? .none
+            if let c = tools.lineConflict(ptt: config.ptt, leds: config.leds) { line("tools", .failure(CLIFailure(.config, c))) }
+            for t in tools.summary(directory: config.toolsDir) { line("tool", t.ok ? .success(t.text) : .failure(CLIFailure(.config, t.text))) }
+            // Each MCP server asked as run will ask it: what it offers, or why nothing.
+            if !tools.servers.isEmpty {
+                let loop: EventLoop
+                do throws(SystemError) { loop = try EventLoop() } catch { throw CLIFailure(.software, error.description) }
+                defer { loop.close() }
+                let client: HTTPClient
+                do throws(HTTPClientError) { client = try HTTPClient(loop: loop, caFile: config.caFile, pins: []) } catch {
+                    throw CLIFailure(.config, error.description)
+                }
+                for t in MCPClients(tools.servers, http: client, tokens: tools.tokens).discover(loop: loop).lines {
+                    line("mcp", t.ok ? .success(t.text) : .failure(CLIFailure(.unavailable, t.text)))
+                }
+            }
+        } catch {
+            line("tools", .failure(error))
         }
         if let s = config.stun {
             do throws(Resolver.Failure) {

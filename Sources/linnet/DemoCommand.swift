@@ -76,7 +76,7 @@ enum DemoCommand {
             do throws(HTTPError) { config.whip = try HTTPURL("http://\(answerer.address)/whip") } catch { throw CLIFailure(.software, error.description) }
             let identity = try wrap { () throws(DTLSError) in try Identity(random: crypto) }
             let route = Route.whip(config.whip!)
-            let core = AgentCore(settings: Runtime.settings(config: config, route: route, token: nil, stun: nil,
+            let core = AgentCore(settings: AgentSettings(config: config, route: route, token: nil, stun: nil,
                                                             sendOnOpen: ["{\"type\":\"demo.hello\",\"text\":\"Hello from Linnet\"}"]),
                                  identity: identity, crypto: crypto, seed: try randomSeed(crypto))
             // The test voice stands in for the microphone; the speaker is the output file

@@ -96,6 +96,9 @@ enum RunCommand {
         if let configPath { Log.info("config: \(configPath)") }
         let route = try route(config)
         let token = try token(config)
+        // The tools file is configuration: judged before any device is opened.
+        let tools = try config.tools.map { path throws(CLIFailure) in try LoadedTools.load(path, directory: config.toolsDir) } ?? .none
+        if let c = tools.lineConflict(ptt: config.ptt, leds: config.leds) { throw CLIFailure(.config, "the tools file: " + c) }
         // From here the process's memory holds the token (and soon the DTLS key and
         // the requests that carry the token): no core dump, no ptrace or /proc/<pid>/mem
         // by other processes of the same user (PR_SET_DUMPABLE 0; the unit also has
@@ -142,7 +145,16 @@ enum RunCommand {
 
         // The events file from the start: a wait for the sound device is in it too.
         let events = try config.events.map { (path: String) throws(CLIFailure) in try EventLog(path: path, start: loop.now, label: config.eventsLabel) }
-        guard let audio = try openAudioWaiting(config, loop: loop, signals: signals, events: events) else { return .ok }
+        // The status file says at once that this run has not connected: the unit keeps
+        // /run/linnet across restarts (RuntimeDirectoryPreserve=restart), so a process
+        // killed by the watchdog left "connected" there, and a kiosk UI (or the virtual
+        // board's harness) read it while this run still waited for its sound card.
+        var status = StatusFile(path: config.statusFile ?? (isWritableDirectory("/run/linnet") ? "/run/linnet/status.json" : nil))
+        func startingStatus(_ problem: String?) {
+            status.write(AgentStatus.beforeSession(turnDetection: config.effectiveTurnDetection.rawValue, waitingFor: problem))
+        }
+        startingStatus(nil)
+        guard let audio = try openAudioWaiting(config, loop: loop, signals: signals, events: events, waiting: startingStatus) else { return .ok }
 
         // One client for the whole run: the CA bundle is parsed once, on the first https
         // request; a CA file that cannot be used is an error now, not at the first call.
@@ -164,20 +176,44 @@ enum RunCommand {
             sendOnOpen = bytes.split(separator: 0x0A).map { $0.last == 0x0D ? $0.dropLast() : $0 }.filter { !$0.isEmpty }
                 .map { String(decoding: $0, as: UTF8.self) }
         }
-        var settings = Runtime.settings(config: config, route: route, token: token, stun: stun, sendOnOpen: sendOnOpen)
+        for line in tools.summary(directory: config.toolsDir) { line.ok ? Log.info("tool " + line.text) : Log.warning("tool " + line.text) }
+        // MCP servers are asked for their tools now, each within its timeout: a server
+        // that is down is said, and its tools are not offered this run.
+        var offered = tools.specs
+        let mcp = tools.servers.isEmpty ? nil : MCPClients(tools.servers, http: client, tokens: tools.tokens)
+        if let mcp {
+            let found = mcp.discover(loop: loop)
+            for line in found.lines { line.ok ? Log.info(line.text) : Log.warning(line.text) }
+            offered += found.tools
+        }
+        var settings = AgentSettings(config: config, route: route, token: token, stun: stun, sendOnOpen: sendOnOpen, tools: offered)
         settings.relayOnly = config.iceTransportPolicy == .relay
         settings.configuredRelays = relays.map { $0.server }
         settings.deviceProblem = buttonProblem
         let core = AgentCore(settings: settings, identity: identity, crypto: crypto, seed: try randomSeed(crypto))
         let media = MediaSettings(rate: config.rate, frameMilliseconds: audio.frameClock.milliseconds, bitrate: Int32(config.bitrate),
                                   complexity: Int32(config.complexity), fec: config.fec, dtx: config.dtx)
-        let runner = Runtime(loop: loop, core: core, parts: RuntimeParts(addresses: addresses, http: client, media: media, relays: relays), audio: audio)
+        var parts = RuntimeParts(addresses: addresses, http: client, media: media, relays: relays)
+        parts.tools = tools
+        parts.toolsDirectory = config.toolsDir
+        parts.mcp = mcp
+        let runner = Runtime(loop: loop, core: core, parts: parts, audio: audio)
         runner.events = events
         // systemd's StateDirectory= (a list, colon-separated: the first is ours).
         let stateDir = config.stateDir ?? environment("STATE_DIRECTORY").map { String($0.split(byte: UInt8(ascii: ":")).first ?? "") }
         if let dir = stateDir, !dir.isEmpty { runner.pendingClosesPath = dir + "/open-sessions.jsonl" }
         runner.notifier = SystemdNotifier()
-        runner.statusPath = config.statusFile ?? (isWritableDirectory("/run/linnet") ? "/run/linnet/status.json" : nil)
+        runner.statusFile = status
+        // Metrics where node_exporter's textfile collector looks (Debian's default
+        // directory) when this is the service (systemd gave it a notify socket) and it
+        // may write there; a run by hand writes them only where it is told, so it never
+        // fights the service over the one file.
+        let nodeExporterDir = "/var/lib/prometheus/node-exporter"
+        let isService = environment("NOTIFY_SOCKET") != nil
+        if let dir = config.textfileDir ?? (isService && isWritableDirectory(nodeExporterDir) ? nodeExporterDir : nil) {
+            runner.metricsFile = StatusFile(path: dir + "/linnet.prom", label: "metrics file")
+            Log.info("metrics: \(dir)/linnet.prom")
+        }
         var exit = ExitStatus.ok
         runner.onStopped = { (status: ExitStatus) in
             exit = status
@@ -215,9 +251,12 @@ enum RunCommand {
     /// and put back, a sound card whose driver binds late. Exiting instead made systemd
     /// restart the service every few seconds until its start limit, after which it
     /// stayed failed even once the card was back. Meanwhile: READY=1 and WATCHDOG=1 (the
-    /// process is not stuck, it waits), STATUS= and one log line saying what for, retried
-    /// from 0.5 s doubling to 10 s; a stop signal ends the wait cleanly (nil).
-    static func openAudioWaiting(_ config: Config, loop: EventLoop, signals: SignalSource, events: EventLog?) throws(CLIFailure) -> AudioIO? {
+    /// process is not stuck, it waits), STATUS=, the status file (`waiting`, with the
+    /// reason as its `problem`) and one log line saying what for, retried from 0.5 s
+    /// doubling to 2 s (a card put back is in use within 2 s; an open attempt costs a
+    /// few milliseconds); a stop signal ends the wait cleanly (nil).
+    static func openAudioWaiting(_ config: Config, loop: EventLoop, signals: SignalSource, events: EventLog?,
+                                 waiting: (String?) -> Void) throws(CLIFailure) -> AudioIO? {
         let notifier = SystemdNotifier()
         var delay = Duration.milliseconds(500)
         var said: String? = nil
@@ -237,6 +276,7 @@ enum RunCommand {
                 }
                 if !(said?.bytesEqual(error.message) ?? false) {
                     _ = notifier?.status("waiting for the sound device: " + error.message)
+                    waiting("waiting for the sound device: " + error.message)
                     events?.write("audio_wait", [("reason", .string(error.message))], now: loop.now)
                 }
                 said = error.message
@@ -255,7 +295,7 @@ enum RunCommand {
                 _ = notifier?.watchdog()
                 left = left - slice
             }
-            delay = min(delay * 2, .seconds(10))
+            delay = min(delay * 2, .seconds(2))
             reloadALSAConfiguration()
         }
     }

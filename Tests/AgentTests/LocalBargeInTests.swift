@@ -74,6 +74,8 @@ import Settings
         // The playback is flushed at the same instant the cancel goes, within one
         // uplink frame of the 200 ms.
         #expect(w.flushes.count == 1 && w.flushes.first?.at == cut.at && w.flushes.first?.session == 1)
+        // The session's own jitter buffer is emptied by the core, which owns the media.
+        #expect(w.media[1]?.flushes == 1 && w.core.playing === w.media[1])
         #expect(cut.at - on >= .milliseconds(200) && cut.at - on <= .milliseconds(220), "\(cut.at - on)")
         #expect(!w.core.assistantSpeaking)
         // A late started of the cancelled response does not bring it back.

@@ -81,6 +81,9 @@ final class ProviderWorld {
     /// `.bind` is answered with `socketsUnavailable` while set.
     var bindFails = false
     var media: [Int: FakeMedia] = [:]
+    /// `.runTool` and `.cancelTool` outputs: the test answers with `core.toolFinished`.
+    var toolRuns: [(at: Instant, run: ToolRun)] = []
+    var toolCancels: [(at: Instant, id: Int)] = []
 
     // HTTP in flight.
     final class Exchange {
@@ -214,7 +217,7 @@ final class ProviderWorld {
         }
     }
 
-    /// The settings `linnet run` gives the core (linnet's `Runtime.settings`: the ICE
+    /// The settings `linnet run` gives the core (`AgentSettings(config:…)`: the ICE
     /// timings that notice a vanished provider within 3 s, WHIP's ICE restart, the
     /// OpenAI transcription model, the 150 ms commit floor, the 200 ms ptt tail). CLITests'
     /// RuntimeSettingsTests pins the runtime to the same values.
@@ -294,6 +297,10 @@ final class ProviderWorld {
                 if options.keepHistory { flushes.append((now, id)) }
             case .switchAudio(let id):
                 audioSession = id
+            case .runTool(let run):
+                toolRuns.append((now, run))
+            case .cancelTool(let id):
+                toolCancels.append((now, id))
             case .pendingClose(let id, let close):
                 pendingCloses[id] = close
             case .addRelay(let server, let address):
@@ -572,6 +579,13 @@ final class FakeMedia: CallMedia {
         onReceived?()
         counters.framesDecoded += 1
     }
+
+    /// Playout is the runtime's business with real media; the world counts flushes.
+    var flushes = 0
+    var streamSamples: Int { 0 }
+    var lastConcealed: Bool { false }
+    func playout(now: Instant, into out: UnsafeMutableBufferPointer<Int16>) -> Int { 0 }
+    func flushPlayback() { flushes += 1 }
 
     /// The frame index a fake packet carries.
     static func index(_ payload: [UInt8]) -> Int? {

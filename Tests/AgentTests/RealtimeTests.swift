@@ -1,4 +1,4 @@
-// The Realtime conversation state machine (Sources/Agent/Realtime.swift).
+// The Realtime conversation state machine (Sources/Agent/RealtimeConversation.swift).
 //
 // Server messages are the ones Tests/Interop/peer.py's OpenAIScript sends (json.dumps
 // spacing, its field order and values), written out here as fixtures; what we send is
@@ -208,13 +208,42 @@ private enum Fixture {
                                                .settingIgnored("turn_detection is server_vad, push-to-talk asked for null")])
         // What OpenAIScript answers to our update (turn_detection null): fine.
         #expect(events(receive(&c, Fixture.sessionUpdated)) == [.sessionReady(updated: true)])
-        // VAD mode with a null turn detection is reported the other way round.
-        var v = opened(RealtimeSettings(turnDetection: .vad))
+        // VAD mode that asked for server_vad and got null is reported the other way round.
+        var vs = RealtimeSettings(turnDetection: .vad)
+        vs.vadType = .serverVAD
+        var v = opened(vs)
         #expect(events(receive(&v, Fixture.sessionUpdated)) == [.sessionReady(updated: true), .expires(at: 1_796_051_200),
                                                                  .settingIgnored("turn_detection is null, VAD mode asked for server_vad")])
         #expect(events(receive(&v, kept)) == [.sessionReady(updated: true)])
         // A session object without the GA audio section says nothing.
         #expect(events(receive(&v, #"{"type":"session.updated","session":{"turn_detection":null}}"#)) == [.sessionReady(updated: true)])
+    }
+
+    /// A backend's client secret made the session with `turn_detection: null`, and voice
+    /// mode configured no kind of its own (it keeps the session's): it would be deaf, so
+    /// it asks for server_vad once, says so, and waits for that to be confirmed.
+    @Test func voiceModeNeverEndsWithoutVoiceDetection() throws {
+        var c = RealtimeConversation(settings: RealtimeSettings(turnDetection: .vad))
+        c.channelOpened(now: t0)
+        #expect(try sent(drain(&c)).isEmpty, "nothing configured: nothing sent")
+        #expect(c.isConfigured)
+        let created = Fixture.sessionUpdated.replacingOccurrences(of: "session.updated", with: "session.created")
+        let out = receive(&c, created)
+        let asked = try sent(out)
+        #expect(asked.count == 1)
+        let td = asked.first?["session"]?["audio"]?["input"]?["turn_detection"]
+        #expect(td?["type"]?.string == "server_vad" && td?["create_response"] == true && td?["interrupt_response"] == true, "\(asked)")
+        #expect(events(out).contains(.settingIgnored("the session has no voice detection (turn_detection null, as its backend or client secret made it): asked for server_vad, which voice mode needs")))
+        // Once: a later null (the server refusing it) is reported, not asked again.
+        let again = receive(&c, Fixture.sessionUpdated)
+        #expect(try sent(again).isEmpty)
+        #expect(events(again).contains(.settingIgnored("turn_detection is null, VAD mode asked for server_vad")))
+        // Push-to-talk is not touched by a session.created that still has the server's VAD
+        // (its own update comes after).
+        var p = RealtimeConversation(settings: RealtimeSettings(turnDetection: .ptt))
+        p.channelOpened(now: t0)
+        _ = drain(&p)
+        #expect(try sent(receive(&p, Fixture.sessionCreated)).isEmpty)
     }
 
     @Test("settings from Config: the effective turn detection and the provider keys")

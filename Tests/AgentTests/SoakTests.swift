@@ -376,7 +376,8 @@ final class CoreSoak {
         let n = nextToSend[id, default: 0]
         nextToSend[id] = n + 1
         let event: JSONValue = ["type": "soak", "n": .number(JSONNumber(n))]
-        s.sendEvent(String(decoding: event.serialized(), as: UTF8.self))
+        s.sendEvent(String(decoding: event.serialized(), as: UTF8.self), now: world.now)
+        core.apply(s)
         messagesSent += 1
         world.drive()
     }

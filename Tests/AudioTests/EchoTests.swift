@@ -399,9 +399,10 @@ func tenths(_ x: Double) -> String {
 /// own timeline, the capture side cuts out what was playing during each capture frame
 /// (PlaybackReference), and the canceller reads that (LiveReference). The stamps come
 /// from FrameTimeline fed with measured times that jitter by up to ±0.25 ms, as the
-/// device threads feed it (Devices/AudioThreads.swift). The drift is taken out by the
-/// alignment, one sample at a time (at +100 ppm a playback frame of 160 samples lasts
-/// 159.984 capture samples), so what is left for the filter is the room.
+/// device threads feed it (Devices/CaptureThread.swift, PlaybackThread.swift). The
+/// drift is taken out by the alignment, one sample at a time (at +100 ppm a playback
+/// frame of 160 samples lasts 159.984 capture samples), so what is left for the filter
+/// is the room.
 @Suite struct EchoDriftTests {
     /// ERLE over the last 4 s of far end alone, double-talk SNR, with the reference
     /// (a) aligned by the two timelines, (b) as the files have it (no clock: the

@@ -138,11 +138,17 @@ import Wire
     @Test func aDeviceThatAppearsIsWaitedFor() throws {
         let dir = try home("appears")
         defer { try? FileManager.default.removeItem(atPath: dir) }
+        // What a run the watchdog killed mid-call leaves behind (the unit keeps /run/linnet).
+        try #"{"state":"connected","since_s":40,"muted":false,"session":3}"#.write(toFile: dir + "/status.json", atomically: true, encoding: .utf8)
         let child = try Child(["run", "--whip", "http://127.0.0.1:9/whip", "--capture", "laterdev", "--playback", "null",
                                "--max-attempts", "1", "--events", "-", "--status-file", dir + "/status.json"],
                               environment: ["HOME": dir], name: "missing-device")
         let wait = child.waitFor { event($0)?["type"] as? String == "audio_wait" }
         #expect((wait.flatMap(event)?["reason"] as? String)?.contains("cannot open capture device 'laterdev'") == true, "\(child.stderr)")
+        // The status file no longer claims the dead run's call: it says what this run waits for.
+        let status = try JSONSerialization.jsonObject(with: Data(contentsOf: URL(fileURLWithPath: dir + "/status.json"))) as? [String: Any]
+        #expect(status?["state"] as? String == "waiting", "\(String(describing: status))")
+        #expect((status?["problem"] as? String)?.contains("waiting for the sound device: capture device 'laterdev': cannot open capture device 'laterdev'") == true, "\(String(describing: status))")
         // The device is defined (as installing a board's asound.conf would).
         try "pcm.laterdev { type null }\n".write(toFile: dir + "/.asoundrc", atomically: true, encoding: .utf8)
         #expect(child.waitFor { event($0)?["type"] as? String == "audio_wait" } != nil, "the wait ended")

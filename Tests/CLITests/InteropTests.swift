@@ -86,6 +86,24 @@ func fractionOfWindowsWithTone(_ x: [Int16], _ f: Double, rate: Int, rms: Double
     return total == 0 ? 0 : Double(good) / Double(total)
 }
 
+/// The same judgement window by window, for a failure message: `+` the tone at level,
+/// `~` the tone off level, `.` no tone; so a stall (a run of `.`) reads apart from
+/// concealment (`~`) or a level that is wrong throughout.
+func toneWindowMap(_ x: [Int16], _ f: Double, rate: Int, rms: Double, levelDB: Double = 3) -> String {
+    let w = rate / 10
+    var map = ""
+    var i = 0
+    while i + w <= x.count {
+        let window = x[i..<(i + w)]
+        let p = Signal.power(window, f, rate: rate)
+        let others = max(Signal.power(window, f * 0.7, rate: rate), Signal.power(window, f * 1.3, rate: rate))
+        let level = 20 * log10(max(Signal.rms(window), 1) / rms)
+        map += p > 100 * others ? (abs(level) <= levelDB ? "+" : "~") : "."
+        i += w
+    }
+    return map
+}
+
 @Suite(.serialized) struct InteropTests {
     /// WHIP against aiortc in echo mode: Linnet sends a 440 Hz tone; aiortc's own decoder
     /// records it (what Linnet sent is decodable by an independent stack), echoes it, and

@@ -14,7 +14,7 @@ import Glibc
         let cleanup: [String]
     }
 
-    func start(_ extra: [String], name: String) throws -> Run? {
+    func start(_ extra: [String], name: String, linnet more: [String] = []) throws -> Run? {
         guard let python = InteropPeer.require() else { return nil }
         let peer = try InteropPeer(python: python, mode: "openai", extra: ["--ephemeral", "--token", "device-secret"] + extra, name: name)
         let token = temporary("\(name)-token"), input = temporary("\(name)-in.wav"), log = temporary("\(name)-run.log")
@@ -25,7 +25,7 @@ import Glibc
         let agent = try LineProcess(Linnet.executable.path,
                                     ["run", "--openai", "--token-url", base + "/token", "--openai-url", base + "/v1/realtime/calls",
                                      "--token-file", token, "--turn-detection", "ptt", "--input", input, "--loop-input", "--playback", "none",
-                                     "--events", "-", "--stats-seconds", "1"], stderr: log)
+                                     "--events", "-", "--stats-seconds", "1"] + more, stderr: log)
         return Run(peer: peer, agent: agent, log: log, cleanup: [token, input, log])
     }
 
@@ -55,6 +55,146 @@ import Glibc
         #expect(r.agent.process.terminationStatus == 0)
         let report = try r.peer.stop()
         return (report["sessions"] as? [[String: Any]])?.first ?? [:]
+    }
+
+    /// A function tool end to end: the stand-in's model calls `weather` (GA events,
+    /// arguments streamed), Linnet checks the arguments against the tools file's schema,
+    /// runs the program from tools-dir with them on stdin, and sends its output back as
+    /// a `function_call_output`; the model's next turn reads it.
+    @Test func anExecToolsOutputReachesTheModelsNextTurn() throws {
+        let dir = temporary("openai-tools")
+        try? FileManager.default.removeItem(atPath: dir)
+        try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        // The program answers from its arguments, so the output proves they arrived.
+        try "#!/usr/bin/python3\nimport json, sys\nprint('sunny in ' + json.load(sys.stdin)['city'], end='')\n"
+            .write(toFile: dir + "/weather", atomically: true, encoding: .utf8)
+        chmod(dir + "/weather", 0o755)
+        try #"{"tools": [{"name": "weather", "description": "Today's weather for a city.", "exec": {"program": "weather"}, "parameters": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"], "additionalProperties": false}}]}"#
+            .write(toFile: dir + "/tools.json", atomically: true, encoding: .utf8)
+        guard let r = try start(["--tool-call", #"weather:{"city":"Nice"}"#, "--reply", "Here is the weather."], name: "openai-tools",
+                                linnet: ["--tools", dir + "/tools.json", "--tools-dir", dir]) else { return }
+        defer { for f in r.cleanup { unlink(f) } }
+        #expect(r.agent.waitFor(type("provider_session") { $0["state"] as? String == "updated" }) != nil)
+        talk(r.agent)
+        let ran = r.agent.waitFor(type("tool_run"))
+        #expect((ran.flatMap { event($0) }?["name"] as? String) == "weather", "\(ran ?? "no tool_run")")
+        let result = r.agent.waitFor(type("tool_result"))
+        #expect((result.flatMap { event($0) }?["output"] as? String) == "sunny in Nice", "\(result ?? "no tool_result")")
+        // The model's next turn, which read the output.
+        #expect(r.agent.waitFor(finalTranscript("assistant", "Here is the weather. The tool said: sunny in Nice")) != nil)
+        let session = try end(r)
+        #expect(session["openai_tools_offered"] as? [String] == ["weather"])
+        let outputs = session["openai_tool_outputs"] as? [[String: Any]] ?? []
+        #expect(outputs.count == 1 && outputs.first?["output"] as? String == "sunny in Nice", "\(outputs)")
+        let errors = (session["openai_events_sent_log"] as? [[String: Any]] ?? []).filter { $0["type"] as? String == "error" }
+        #expect(errors.isEmpty, "the stand-in refused: \(errors)")
+    }
+
+    /// An http tool end to end: the stand-in's model calls `set_scene`, Linnet POSTs the
+    /// arguments to the webhook with the bearer token of its token file, and the body
+    /// the webhook answered reaches the model's next turn.
+    @Test func anHTTPToolsAnswerReachesTheModelsNextTurn() throws {
+        guard let python = InteropPeer.require() else { return }
+        let log = temporary("openai-http-hook.jsonl"), token = temporary("openai-http-ha-token"), tools = temporary("openai-http-tools.json")
+        unlink(log)
+        defer { for f in [log, token, tools] { unlink(f) } }
+        let hook = try LineProcess(python, ["-u", InteropPeer.packageRoot + "/Tests/Interop/http_tool_server.py", log], stderr: temporary("openai-http-hook.log"))
+        defer { hook.signal(SIGKILL); hook.process.waitUntilExit() }
+        guard let ready = hook.waitFor({ $0.hasPrefix("READY ") }), let port = Int(ready.dropFirst(6)) else { Issue.record("no webhook"); return }
+        try "ha-long-lived-token\n".write(toFile: token, atomically: true, encoding: .utf8)
+        try #"{"tools": [{"name": "set_scene", "description": "Sets a scene.", "http": {"url": "http://127.0.0.1:\#(port)/api/services/scene/turn_on", "token-file": "\#(token)"}, "parameters": {"type": "object", "properties": {"entity_id": {"enum": ["scene.evening", "scene.away"]}}, "required": ["entity_id"], "additionalProperties": false}}]}"#
+            .write(toFile: tools, atomically: true, encoding: .utf8)
+        guard let r = try start(["--tool-call", #"set_scene:{"entity_id":"scene.away"}"#, "--reply", "Done."], name: "openai-http",
+                                linnet: ["--tools", tools]) else { return }
+        defer { for f in r.cleanup { unlink(f) } }
+        #expect(r.agent.waitFor(type("provider_session") { $0["state"] as? String == "updated" }) != nil)
+        talk(r.agent)
+        let answer = #"{"state": "on", "entity_id": "scene.away"}"#
+        let result = r.agent.waitFor(type("tool_result"))
+        #expect((result.flatMap { event($0) }?["output"] as? String) == answer, "\(result ?? "no tool_result")")
+        #expect(r.agent.waitFor(finalTranscript("assistant", "Done. The tool said: " + answer)) != nil)
+        _ = try end(r)
+        let posts = ((try? String(contentsOfFile: log, encoding: .utf8)) ?? "").split(separator: "\n")
+            .compactMap { try? JSONSerialization.jsonObject(with: Data($0.utf8)) as? [String: Any] }
+        #expect(posts.count == 1, "\(posts)")
+        #expect(posts.first?["path"] as? String == "/api/services/scene/turn_on")
+        #expect(posts.first?["authorization"] as? String == "Bearer ha-long-lived-token")
+        #expect(posts.first?["body"] as? String == #"{"entity_id":"scene.away"}"#)
+    }
+
+    /// An MCP server's tool end to end, with the SDK's server (`mcp` from PyPI): listed
+    /// at start and offered in session.update under the server's name; by the time the
+    /// model calls it the server has forgotten that session (idle, as after a restart),
+    /// so the call's 404 makes Linnet start a new one and call again; the output reaches
+    /// the model's next turn.
+    @Test func anMCPServersToolIsCalledAfterItsSessionWasForgotten() throws {
+        guard let python = InteropPeer.require() else { return }
+        let server = try MCPServerProcess(python: python, ["--idle", "0.5"], name: "openai-mcp")
+        let tools = temporary("openai-mcp-tools.json")
+        try #"{"mcp": [{"name": "home", "url": "\#(server.url)", "allow": ["set_light"]}]}"#.write(toFile: tools, atomically: true, encoding: .utf8)
+        defer { unlink(tools) }
+        guard let r = try start(["--tool-call", #"home_set_light:{"room":"kitchen","on":true}"#, "--reply", "Done."], name: "openai-mcp",
+                                linnet: ["--tools", tools]) else { return }
+        defer { for f in r.cleanup { unlink(f) } }
+        #expect(r.agent.waitFor(type("provider_session") { $0["state"] as? String == "updated" }) != nil)
+        // The session the start made is gone before the model calls.
+        #expect(server.lines.waitFor { $0.hasPrefix("FORGOT ") } != nil)
+        talk(r.agent)
+        let result = r.agent.waitFor(type("tool_result"))
+        #expect((result.flatMap { event($0) }?["output"] as? String) == "kitchen light on", "\(result ?? "no tool_result")")
+        #expect(r.agent.waitFor(finalTranscript("assistant", "Done. The tool said: kitchen light on")) != nil)
+        let session = try end(r)
+        #expect(session["openai_tools_offered"] as? [String] == ["home_set_light"])
+        let seen = server.requests().map { $0["rpc"] as? String ?? $0["method"] as? String ?? "?" }
+        #expect(seen == ["initialize", "notifications/initialized", "tools/list", "tools/call",
+                         "initialize", "notifications/initialized", "tools/call"], "\(seen)")
+        let errors = (session["openai_events_sent_log"] as? [[String: Any]] ?? []).filter { $0["type"] as? String == "error" }
+        #expect(errors.isEmpty, "the stand-in refused: \(errors)")
+    }
+
+    /// Fleet metrics through the real thing: Debian's prometheus-node-exporter serves
+    /// the file Linnet wrote (its textfile collector refuses a file whose families,
+    /// HELP or TYPE lines are inconsistent: `node_textfile_scrape_error`), and the
+    /// figures match what the stand-in said it sent: the tokens of each response.done's
+    /// usage, summed, and one session that connected once.
+    @Test func metricsReachNodeExporterAndAddUp() throws {
+        guard let exporter = NodeExporter.require(), let python = InteropPeer.require() else { return }
+        let dir = temporary("metrics-dir")
+        try? FileManager.default.removeItem(atPath: dir)
+        try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        guard let r = try start(["--reply", "Hello there, friend."], name: "openai-metrics", linnet: ["--textfile-dir", dir]) else { return }
+        defer { for f in r.cleanup { unlink(f) } }
+        #expect(r.agent.waitFor(type("provider_session") { $0["state"] as? String == "updated" }) != nil)
+        for _ in 0..<2 {
+            talk(r.agent)
+            #expect(r.agent.waitFor(finalTranscript("assistant", "Hello there, friend.")) != nil)
+        }
+        let session = try end(r)
+        let sent = session["openai_usage_sent"] as? [[String: Any]] ?? []
+        #expect(sent.count >= 2, "\(sent)")
+        func sum(_ a: String, _ b: String) -> Int { sent.reduce(0) { $0 + ((($1[a] as? [String: Any])?[b] as? Int) ?? 0) } }
+
+        let scraped = try exporter.scrape(directory: dir, python: python)
+        func value(_ series: String) -> Double? {
+            scraped.split(separator: "\n").first { $0.hasPrefix(series + " ") }.flatMap { Double($0.split(separator: " ").last!) }
+        }
+        #expect(value("node_textfile_scrape_error") == 0, "\(scraped)")
+        #expect(value(#"linnet_provider_tokens_total{direction="input",modality="audio"}"#) == Double(sum("input_token_details", "audio_tokens")))
+        #expect(value(#"linnet_provider_tokens_total{direction="input",modality="text"}"#) == Double(sum("input_token_details", "text_tokens")))
+        #expect(value(#"linnet_provider_tokens_total{direction="output",modality="audio"}"#) == Double(sum("output_token_details", "audio_tokens")))
+        #expect(value(#"linnet_provider_tokens_total{direction="output",modality="text"}"#) == Double(sum("output_token_details", "text_tokens")))
+        #expect(value("linnet_provider_cached_tokens_total") == Double(sum("input_token_details", "cached_tokens")))
+        #expect(value("linnet_provider_responses_total") == Double(sent.count))
+        #expect(value("linnet_connects_total") == 1)
+        #expect(value(#"linnet_session_starts_total{reason="initial"}"#) == 1)
+        #expect(value(#"linnet_session_state{state="closed"}"#) == 1, "the last write is the closed session")
+        #expect((value(#"linnet_rtp_packets_total{direction="sent"}"#) ?? 0) > 0)
+        #expect(scraped.contains(#"linnet_build_info{version=""#))
+        #expect((value("linnet_metrics_timestamp_seconds") ?? 0) > 1_700_000_000)
+        // Written whole and renamed: nothing but the file is left in the directory.
+        #expect(try FileManager.default.contentsOfDirectory(atPath: dir) == ["linnet.prom"])
     }
 
     /// Barge-in while a long answer is being generated: Linnet cancels it, and the
@@ -123,5 +263,39 @@ import Glibc
         let text = (try? String(contentsOfFile: r.log, encoding: .utf8)) ?? ""
         let u = text.range(of: "user: hello linnet"), a = text.range(of: "assistant: Hi, this is the test provider.")
         #expect(u != nil && a != nil && u!.lowerBound < a!.lowerBound, "\(text)")
+    }
+}
+
+/// Debian's prometheus-node-exporter, with only its textfile collector, on a free port.
+struct NodeExporter {
+    let path: String
+
+    /// The binary, or nil to skip; on CI a missing one is a failure (scripts/setup.sh
+    /// installs it).
+    static func require() -> NodeExporter? {
+        let p = "/usr/bin/prometheus-node-exporter"
+        if FileManager.default.isExecutableFile(atPath: p) { return NodeExporter(path: p) }
+        if ProcessInfo.processInfo.environment["CI"] != nil {
+            Issue.record("prometheus-node-exporter is not installed (make setup installs it)")
+        }
+        return nil
+    }
+
+    /// One scrape of `/metrics` with `directory` as the textfile directory.
+    func scrape(directory: String, python: String) throws -> String {
+        // A free port: bound, then let go for the exporter.
+        let (s, port) = boundTCPSocket()
+        close(s)
+        // Its log to stdout, where "Listening on" says it serves.
+        let exporter = try LineProcess("/bin/sh", ["-c", "exec \(path) --web.listen-address=127.0.0.1:\(port) --collector.disable-defaults --collector.textfile --collector.textfile.directory=\(directory) 2>&1"],
+                                       stderr: temporary("node-exporter.log"))
+        defer { exporter.stop() }
+        guard exporter.waitFor({ $0.contains("Listening on") }) != nil else { throw NSError(domain: "node_exporter did not start", code: 1) }
+        let get = try LineProcess(python, ["-c", "import urllib.request,sys; sys.stdout.write(urllib.request.urlopen('http://127.0.0.1:\(port)/metrics', timeout=10).read().decode())"],
+                                  stderr: temporary("node-exporter-get.log"))
+        var lines: [String] = []
+        while let l = get.nextLine() { lines.append(l) }
+        get.stop()
+        return lines.joined(separator: "\n")
     }
 }

@@ -14,7 +14,7 @@ import Wire
         let whip = Route.whip(try HTTPURL("https://provider.test/whip"))
         var config = Config()
         config.maxSessionSeconds = 600
-        let s = Runtime.settings(config: config, route: whip, token: "t", stun: nil, sendOnOpen: [])
+        let s = AgentSettings(config: config, route: whip, token: "t", stun: nil, sendOnOpen: [])
         // A vanished provider noticed within 3 s; no false `disconnected` at 1 % loss.
         #expect(s.peer.ice.silenceProbe == .milliseconds(1000))
         #expect(s.peer.ice.disconnectedTimeout == .milliseconds(2000))
@@ -29,7 +29,7 @@ import Wire
         #expect(s.realtime.pttTailMilliseconds == 200 && s.carryTurns == 20)
         #expect(s.eventsChannel == "oai-events")
         #expect(s.gatherTimeout == .seconds(2) && s.offerTimeout == .seconds(10) && s.closeTimeout == .seconds(3) && s.restartTimeout == .seconds(5))
-        let openai = Runtime.settings(config: Config(), route: .openai(calls: try HTTPURL("https://api.test/v1/realtime/calls"),
+        let openai = AgentSettings(config: Config(), route: .openai(calls: try HTTPURL("https://api.test/v1/realtime/calls"),
                                                                        tokenURL: try HTTPURL("https://backend.test/token")),
                                       token: "t", stun: nil, sendOnOpen: [])
         #expect(openai.realtime.transcriptionModel == "gpt-4o-mini-transcribe")
@@ -44,7 +44,7 @@ import Wire
         func bargeIn(_ change: (inout Config) -> Void) -> Duration? {
             var c = Config()
             change(&c)
-            return Runtime.settings(config: c, route: whip, token: "t", stun: nil, sendOnOpen: []).localBargeIn
+            return AgentSettings(config: c, route: whip, token: "t", stun: nil, sendOnOpen: []).localBargeIn
         }
         #expect(Config().bargeInMS == 100)
         // The defaults: a speaker and a microphone, the canceller on, the flag on.
@@ -67,7 +67,7 @@ import Wire
         func hold(_ change: (inout Config) -> Void) -> MicHold {
             var c = Config()
             change(&c)
-            return Runtime.settings(config: c, route: whip, token: "t", stun: nil, sendOnOpen: []).micHold
+            return AgentSettings(config: c, route: whip, token: "t", stun: nil, sendOnOpen: []).micHold
         }
         #expect(hold { _ in } == .whileEchoAudible)
         #expect(hold { $0.duplex = .half } == .whileAssistantSpeaks)
@@ -78,10 +78,10 @@ import Wire
 
     /// Only the direct OpenAI route sends `conversation.item.truncate` on a cut.
     @Test func truncateOnlyOnTheOpenAIRoute() throws {
-        let openai = Runtime.settings(config: Config(), route: .openai(calls: try HTTPURL("https://api.test/v1/realtime/calls"),
+        let openai = AgentSettings(config: Config(), route: .openai(calls: try HTTPURL("https://api.test/v1/realtime/calls"),
                                                                        tokenURL: try HTTPURL("https://backend.test/token")),
                                       token: "t", stun: nil, sendOnOpen: [])
-        let whip = Runtime.settings(config: Config(), route: .whip(try HTTPURL("https://provider.test/whip")), token: "t", stun: nil, sendOnOpen: [])
+        let whip = AgentSettings(config: Config(), route: .whip(try HTTPURL("https://provider.test/whip")), token: "t", stun: nil, sendOnOpen: [])
         #expect(openai.realtime.truncatesHeardAudio && !whip.realtime.truncatesHeardAudio)
     }
 }

@@ -94,18 +94,25 @@ func toneSamples(_ count: Int, frequency: Double = 440, rate: Double = 48_000, a
 
     /// A paced device (no clock of its own, as ALSA's null and file plugins) is stamped
     /// by the pacer's deadlines, not by when the thread got its data: here every read
-    /// returns 0–6 ms late (a loaded machine's wake-ups, a slow plugin), and the
-    /// capture times still step by exactly one period, with no timeline jump. Stamped
+    /// returns 0–6 ms (of virtual time) late (a loaded machine's wake-ups, a slow
+    /// plugin), and the capture times still step by exactly one period, with no
+    /// timeline jump. Stamped
     /// from the wake-up, the 2 ms tolerance was crossed again and again, and each jump
     /// moved the echo canceller's reference against the microphone (EchoCommandTests'
     /// live runs: 0–55 jumps in 12 s, the echo back at 1.4 dB).
     @Test func pacedDeviceIsStampedByItsPacer() throws {
-        let mic = LateClocklessMicrophone()
+        let clock = VirtualClock()
+        let mic = LateClocklessMicrophone(clock: clock)
         let sink = TimeRecordingSink(periods: 60)
-        let thread = CaptureThread(pcm: mic, sink: sink, paced: true)
+        let thread = CaptureThread(pcm: mic, sink: sink, paced: true, clock: clock.device)
         try thread.start()
-        try wait(for: sink.done)
-        thread.stop()
+        do {
+            defer {
+                clock.release()
+                thread.stop()
+            }
+            try clock.run(threads: 1) { sink.count.load(ordering: .acquiring) == sink.times.count }
+        }
         let times = Array(sink.times)
         var steps: [Int64] = []
         for k in 1..<times.count { steps.append(times[k] - times[k - 1]) }
@@ -113,6 +120,8 @@ func toneSamples(_ count: Int, frequency: Double = 440, rate: Double = 48_000, a
         print("paced capture: \(late) of \(mic.lateness.count) reads over 2 ms late; period steps \(Set(steps).sorted()) ns; \(thread.counters.timelineJumps.load(ordering: .relaxed)) timeline jumps")
         #expect(late >= 10, "the fake must really be late: \(late) reads over 2 ms")
         #expect(steps.allSatisfy { $0 == 10_000_000 }, "\(steps)")
+        // To the nanosecond: period k was captured over the k-th 10 ms from the start.
+        #expect(times == (0..<times.count).map { VirtualClock.origin + Int64($0) * 10_000_000 })
         #expect(thread.counters.timelineJumps.load(ordering: .relaxed) == 0)
     }
 
@@ -274,21 +283,24 @@ func toneSamples(_ count: Int, frequency: Double = 440, rate: Double = 48_000, a
     }
 }
 
-/// A microphone with no clock of its own whose reads come back 0–6 ms after they were
-/// asked for (a seeded sequence), as a starved thread or a slow plugin would.
+/// A microphone with no clock of its own whose reads come back 0–6 ms (of virtual time)
+/// after they were asked for (a seeded sequence), as a starved thread or a slow plugin
+/// would.
 final class LateClocklessMicrophone: PCMDevice, @unchecked Sendable {
     let device = "late-clockless-microphone"
     let format = DeviceFormat(sampleFormat: .s16LE, sampleRate: 48_000, channels: 1, periodFrames: 480)
+    let clock: VirtualClock
     var state: UInt64 = 3
     var lateness: [Int64] = []
-    init() { lateness.reserveCapacity(256) }
+    init(clock: VirtualClock) {
+        self.clock = clock
+        lateness.reserveCapacity(256)
+    }
 
     func readRaw(_ buffer: UnsafeMutableRawPointer, frames: Int) -> Int {
         state = state &* 6364136223846793005 &+ 1442695040888963407
         let ns = Int64(state >> 33) % 6_000_000
-        // Busy, not asleep: the data is late by this much, whatever the scheduler does.
-        let until = MonotonicClock.now().nanoseconds + ns
-        while MonotonicClock.now().nanoseconds < until {}
+        guard clock.wait(until: clock.nanoseconds + ns) else { return -Int(EINTR) }
         if lateness.count < lateness.capacity { lateness.append(ns) }
         buffer.initializeMemory(as: Int16.self, repeating: 0, count: frames)
         return frames
@@ -301,19 +313,18 @@ final class LateClocklessMicrophone: PCMDevice, @unchecked Sendable {
     func drain() {}
 }
 
-/// Records the capture time of each period, then signals `done`.
+/// Records the capture time of each period (`count` of them so far).
 final class TimeRecordingSink: CaptureSink, @unchecked Sendable {
     let times: UnsafeMutableBufferPointer<Int64>
-    var count = 0
-    let done = try! EventFD()
+    let count = Atomic<Int>(0)
     init(periods: Int) { times = .allocate(capacity: periods); times.initialize(repeating: 0) }
     deinit { times.deallocate() }
     func captureStarted(_ format: DeviceFormat) {}
     func captureStopped(_ format: DeviceFormat) {}
     func captured(_ samples: UnsafeRawBufferPointer, frames: Int, format: DeviceFormat, time: Instant) {
-        guard count < times.count else { return }
-        times[count] = time.nanoseconds
-        count += 1
-        if count == times.count { done.signal() }
+        let k = count.load(ordering: .relaxed)
+        guard k < times.count else { return }
+        times[k] = time.nanoseconds
+        count.store(k + 1, ordering: .releasing)
     }
 }

@@ -8,7 +8,7 @@ import Platform
 @testable import Devices
 
 /// A capture hook that keeps what it was given and the reference it found beside it,
-/// frame by frame, in preallocated storage; it signals `done` once it has `frames`.
+/// frame by frame, in preallocated storage, up to `frames` of them (`count` so far).
 final class ReferenceRecorder: AudioHook, @unchecked Sendable {
     let frames: Int
     let samplesPerFrame: Int
@@ -17,7 +17,6 @@ final class ReferenceRecorder: AudioHook, @unchecked Sendable {
     let coverage: UnsafeMutableBufferPointer<Int>
     let times: UnsafeMutableBufferPointer<Int64>
     let count = Atomic<Int>(0)
-    let done = try! EventFD()
     unowned(unsafe) var source: PlaybackReference? = nil
 
     init(frames: Int, samplesPerFrame: Int = 480) {
@@ -51,7 +50,6 @@ final class ReferenceRecorder: AudioHook, @unchecked Sendable {
         coverage[k] = source.coverage
         times[k] = info.captureTime.nanoseconds
         count.store(k + 1, ordering: .releasing)
-        if k + 1 == frames { done.signal() }
         return .pass
     }
 }
@@ -95,10 +93,17 @@ func strongestLag(_ x: [Int16], _ y: [Int16], range: ClosedRange<Int>, step: Int
     return (best, bestValue)
 }
 
-/// Runs `loop` until `event` fires.
-func run(_ loop: EventLoop, until event: EventFD) throws {
-    loop.watch(fd: event.fd) { _ in loop.stop() }
-    try loop.run()
+/// Starts `duplex`, runs its threads (`threads` of them) and `loop` on `clock` until
+/// `done`, then lets the threads go and stops them. What the test measures it reads
+/// after this returns, when the threads are stopped, or (what they go on doing while
+/// they see they are stopped) in `done`, when they all wait.
+func run(_ duplex: DuplexAudio, on clock: VirtualClock, threads: Int = 2, loop: EventLoop, until done: () -> Bool) throws {
+    try duplex.start()
+    defer {
+        clock.release()
+        duplex.stop()
+    }
+    try clock.run(threads: threads, loop: loop, until: done)
 }
 
 @Suite(.serialized) struct DuplexTests {
@@ -120,80 +125,49 @@ func run(_ loop: EventLoop, until event: EventFD) throws {
         try capture.add(recorder)
         try playback.add(heard)
         let duplex = try DuplexAudio(configuration: DuplexConfiguration(capture: nil, playback: .discard(Self.mono48)),
-                                     capturePCM: microphone, playbackPCM: speaker, captureChain: capture, playbackChain: playback)
+                                     capturePCM: microphone, playbackPCM: speaker, captureChain: capture, playbackChain: playback,
+                                     clock: air.clock.device)
         recorder.source = duplex.reference
         let loop = try EventLoop()
         let noise = Noise()
         duplex.attach(to: loop, frameSamples: 960, uplink: { _, _ in }, downlink: { noise.fill($0, 960) })
-        try duplex.start()
-        try run(loop, until: recorder.done)
-        duplex.stop()
+        try run(duplex, on: air.clock, loop: loop) { recorder.count.load(ordering: .acquiring) == recorder.frames }
 
-        // After the first 20 frames (the speaker filling up): every frame had a reference,
-        // except where the speaker really ran dry. On a loaded machine (CI shares two
-        // cores) the playback thread can starve; an underrun leaves up to a period of
-        // silence in what was played, so it may cost the two capture frames it straddles.
-        // A frame's play time comes from the smoothed device timelines, so consecutive
-        // frames may leave a gap or overlap of a sample or two: "whole" is to within
-        // 8 samples (0.17 ms), far less than any echo canceller's filter notices.
+        // On virtual time the threads are never late and the speaker never runs dry, so
+        // the timelines follow the devices exactly. After the first 20 frames (the
+        // speaker filling up) every frame had a whole reference, to the sample.
         let from = 20
-        let covered = (from..<recorder.frames).filter { recorder.coverage[$0] >= 480 - 8 }.count
-        let short = (from..<recorder.frames).filter { recorder.coverage[$0] < 480 - 8 }.map { "\($0):\(recorder.coverage[$0])" }
-        let dryBefore = speaker.underruns.load(ordering: .relaxed)
-        #expect(covered >= recorder.frames - from - 2 - 2 * dryBefore,
-                "\(covered) of \(recorder.frames - from) frames had a whole reference (\(dryBefore) underruns; short frame:samples \(short))")
+        let dry = speaker.underruns.load(ordering: .relaxed)
+        #expect(dry == 0, "the speaker ran dry \(dry) times")
+        let short = (from..<recorder.frames).filter { recorder.coverage[$0] != 480 }.map { "\($0):\(recorder.coverage[$0])" }
+        #expect(short.isEmpty, "frame:samples of reference short of a whole frame: \(short)")
         let x = Array(recorder.reference[(from * 480)..<(from * 480 + 24_000)])
         let y = Array(recorder.captured[(from * 480)..<(from * 480 + 24_000)])
         let (lag, _) = strongestLag(x, y, range: -960...960)
-        // Within 3 samples: the reference keeps its sub-sample phase with 1.5 samples of
+        // Exactly the air: the reference keeps its sub-sample phase with 1.5 samples of
         // hysteresis (PlaybackReference.steadyOffset: the canceller needs it steady more
-        // than exact), where it used to round each frame to the nearest, within 0.5.
-        // Under a sanitizer (scripts/sanitize.sh sets SANITIZER_UNDER_TEST) the threads
-        // run late and the timelines wander further: printed, not judged (an ASan run on
-        // a fresh machine measured 3 samples, and 32 of 50 stretches within 2).
-        let sanitized = ProcessInfo.processInfo.environment["SANITIZER_UNDER_TEST"] != nil
-        if sanitized {
-            print("DuplexTests under a sanitizer: the microphone trails the reference by \(lag) samples; the air is 336")
-        } else {
-            #expect(abs(lag - 336) <= 3, "the microphone trails the reference by \(lag) samples; the air is 336")
-        }
-        // Two frames at a time too, lags up to a period either side: every stretch
-        // within one period, and (the timelines' smoothing) nearly all within three
-        // samples (measured: 336 or 337). On a loaded machine the threads can starve and
-        // the speaker run dry: a stretch where the microphone heard mostly that silence
-        // has nothing to align and is left out; the underruns are said.
-        var close = 0, withinPeriod = 0, windows = 0
+        // than exact), and with devices whose delays never jitter that phase is zero.
+        #expect(lag == 336, "the microphone trails the reference by \(lag) samples; the air is 336")
+        // Two frames at a time too, lags up to a period either side: every stretch has
+        // sound, and every one is aligned to the sample (the timelines never drift).
+        var lags: [Int] = []
         var k = from
         func loud(_ v: [Int16]) -> Bool { v.filter { $0 != 0 }.count > v.count * 3 / 4 }
         while k + 2 <= recorder.frames {
             let xs = Array(recorder.reference[(k * 480)..<((k + 2) * 480)]), ys = Array(recorder.captured[(k * 480)..<((k + 2) * 480)])
             k += 2
-            guard loud(xs) && loud(ys) else { continue }
-            let l = strongestLag(xs, ys, range: (336 - 480)...(336 + 480)).lag
-            if abs(l - 336) <= 3 { close += 1 }
-            if abs(l - 336) < 480 { withinPeriod += 1 }
-            windows += 1
+            #expect(loud(xs) && loud(ys), "stretch at frame \(k - 2) is silent")
+            lags.append(strongestLag(xs, ys, range: (336 - 480)...(336 + 480)).lag)
         }
-        #expect(windows >= 40, "\(windows) stretches with sound to align")
-        let dry = speaker.underruns.load(ordering: .relaxed)
-        #expect(withinPeriod == windows, "\(windows - withinPeriod) of \(windows) stretches off by a period or more (\(dry) underruns)")
-        // The 3-sample precision is the timelines' smoothing and the reference's 1.5-sample
-        // hysteresis on threads that run on time. Under a sanitizer the instrumented
-        // threads run late (fresh-machine runs measured 41 of 50 within 2 under TSan, 32 of
-        // 50 under ASan): there the test is about races, memory and the within-a-period
-        // check above; the precision is printed.
-        if !sanitized && ProcessInfo.processInfo.environment["TSAN_OPTIONS"] == nil {
-            #expect(close >= windows * 9 / 10, "\(close) of \(windows) stretches within 3 samples (\(dry) underruns)")
-        } else {
-            print("DuplexTests under a sanitizer: \(close) of \(windows) stretches within 3 samples (\(dry) underruns)")
-        }
+        #expect(lags.count == (recorder.frames - from) / 2)
+        #expect(lags.allSatisfy { $0 == 336 }, "lags of the two-frame stretches: \(lags)")
 
-        // Each playback frame's captureTime is when the speaker really played it: the
-        // fake logged where every write landed in the air.
+        // Each playback frame's captureTime is when the speaker really played it, to the
+        // nanosecond, from the first: the fake logged where every write landed in the air.
         let n = min(heard.count.load(ordering: .acquiring), speaker.writes.count)
-        var within = 0
-        for p in 5..<n where abs(heard.times[p] - air.time(ofIndex: speaker.writes[p])) <= 1_000_000 { within += 1 }
-        #expect(n > 50 && within >= (n - 5) * 95 / 100, "\(within) of \(n - 5) playback frames stamped within 1 ms of when they were heard")
+        let off = (0..<n).filter { heard.times[$0] != air.time(ofIndex: speaker.writes[$0]) }
+            .map { "\($0):\(heard.times[$0] - air.time(ofIndex: speaker.writes[$0]))ns" }
+        #expect(n > 50 && off.isEmpty, "of \(n) playback frames, stamped off when they were heard: \(off)")
     }
 
     /// The speaker's share of the downlink delay is what is queued in it when a period
@@ -208,19 +182,21 @@ func run(_ loop: EventLoop, until event: EventFD) throws {
         let capture = HookChain()
         try capture.add(recorder)
         let duplex = try DuplexAudio(configuration: DuplexConfiguration(capture: nil, playback: .discard(Self.mono48)),
-                                     capturePCM: microphone, playbackPCM: speaker, captureChain: capture)
+                                     capturePCM: microphone, playbackPCM: speaker, captureChain: capture,
+                                     clock: air.clock.device)
         recorder.source = duplex.reference
         let loop = try EventLoop()
         let noise = Noise()
         duplex.attach(to: loop, frameSamples: 960, uplink: { _, _ in }, downlink: { noise.fill($0, 960) })
-        try duplex.start()
-        try run(loop, until: recorder.done)
-        duplex.stop()
+        try run(duplex, on: air.clock, loop: loop) { recorder.count.load(ordering: .acquiring) == recorder.frames }
         let queued = speaker.queuedAtWrite
         let dry = speaker.underruns.load(ordering: .relaxed)
         #expect(queued.count >= 80, "\(queued.count) writes")
+        // On virtual time the thread is never late, so the speaker never runs dry and
+        // the fill stays at JustInTime's least: two periods, exactly, once it is reached.
+        #expect(dry == 0, "the speaker ran dry \(dry) times")
         let most = queued.max() ?? 0
-        #expect(most <= JustInTime.most * 480, "up to \(most) frames were queued in the speaker when a period was written (\(dry) underruns)")
+        #expect(most == JustInTime.least * 480, "up to \(most) frames were queued in the speaker when a period was written")
     }
 
     /// Barge-in: with 200 ms queued in the speaker and some in the ring, a flush drops
@@ -234,7 +210,8 @@ func run(_ loop: EventLoop, until event: EventFD) throws {
         let capture = HookChain()
         try capture.add(recorder)
         let duplex = try DuplexAudio(configuration: DuplexConfiguration(capture: nil, playback: .discard(Self.mono48)),
-                                     capturePCM: microphone, playbackPCM: speaker, captureChain: capture)
+                                     capturePCM: microphone, playbackPCM: speaker, captureChain: capture,
+                                     clock: air.clock.device)
         recorder.source = duplex.reference
         let loop = try EventLoop()
         var level: Int16 = 1_000
@@ -245,26 +222,24 @@ func run(_ loop: EventLoop, until event: EventFD) throws {
             return 960
         }
         var flushedAt = 0
-        loop.schedule(after: .milliseconds(500)) {
+        air.clock.schedule(after: .milliseconds(500)) {
             level = 2_000
-            // The instant the flush is asked for, read before asking: the playback thread
-            // may carry it out before this closure reads the air's clock again (a
-            // fresh-machine ThreadSanitizer run saw the discard 118 frames before a
-            // `flushedAt` read after the call).
+            // The instant the flush is asked for (the threads all wait meanwhile).
             flushedAt = air.now
             duplex.flushPlayback()
         }
-        try duplex.start()
-        try run(loop, until: recorder.done)
-        duplex.stop()
+        try run(duplex, on: air.clock, loop: loop) { recorder.count.load(ordering: .acquiring) == recorder.frames }
 
         #expect(duplex.playback.counters.flushes.load(ordering: .acquiring) == 1)
         let at = speaker.discardedAt.load(ordering: .acquiring)
-        #expect(at >= flushedAt && at - flushedAt <= 960, "the flush happened \(at - flushedAt) frames after it was asked for")
-        // The device held what was written just in time (two or three 10 ms periods of
-        // its 200 ms buffer, PlaybackThread's JustInTime), and the flush dropped that too.
+        // At the top of the thread's next period, as PlaybackThread promises: within one.
+        #expect(at >= flushedAt && at - flushedAt <= 480, "the flush happened \(at - flushedAt) frames after it was asked for")
+        // The device held what was written just in time (two 10 ms periods of its 200 ms
+        // buffer, PlaybackThread's JustInTime, which never ran dry here), and the flush
+        // dropped that too.
+        #expect(speaker.underruns.load(ordering: .relaxed) == 0)
         let held = speaker.discarded.load(ordering: .relaxed)
-        #expect(held > 0 && held <= 4 * 480, "the device held \(held) frames")
+        #expect(held == JustInTime.least * 480, "the device held \(held) frames")
         #expect(duplex.playbackPipeline.flushedSamples.load(ordering: .relaxed) > 0, "the ring held audio too")
         // Before the flush the old audio played; from it on, never again.
         #expect((flushedAt - 9_600..<flushedAt).contains { air.samples[$0] == 1_000 })
@@ -272,26 +247,23 @@ func run(_ loop: EventLoop, until event: EventFD) throws {
         #expect(!after.contains(1_000), "old audio heard after the flush")
         // How soon the new audio plays after the flush is two waits: the loop's, until it
         // is woken to refill the ring, and the playback path's, from that refill to the
-        // speaker. The first is the scheduler's (a loaded CI machine woke it 10,086
-        // samples late, a fresh-machine ThreadSanitizer run 10,093), so it is printed, not
-        // judged. The second is bounded by positions, not time: while the ring was empty
-        // the playback thread kept the device full of silence, as it does whenever the
-        // downlink pauses, so the new audio waits behind at most the device's buffer
-        // (9,600 frames here, 4 periods of 10 ms on a real card), the period the thread
-        // rendered before the refill, and the period between noting the air and the push.
-        // Measured on a loaded machine: 6–10 samples when the loop refilled before the
-        // playback thread took the flush, 10,047–10,056 when it refilled after.
+        // speaker. On virtual time the loop takes no time to react, so the first says
+        // whether the thread asked for the refill at once: the loop refills at the very
+        // instant of the flush. The second is bounded by positions: while the ring was
+        // empty the playback thread kept the device just full (JustInTime) of silence, as
+        // it does whenever the downlink pauses, so the new audio waits behind at most
+        // that and the period the thread rendered before the refill.
         let first = after.firstIndex(of: 2_000) ?? after.count
         let new = after.filter { $0 == 2_000 }.count
-        // The loop may refill before the playback thread takes the flush: audio queued
-        // after the request is kept (`markFlush`), so then the wait starts at the flush.
+        // Had the loop refilled before the playback thread took the flush, audio queued
+        // after the request is kept (`markFlush`), and the wait would start at the flush.
         let queuedBehind = at + first - max(deliveredAt, at)
         print("flush: the loop refilled \(deliveredAt - at) samples after it, the new audio played \(queuedBehind) after that; \(new) of \(after.count - first) samples after that were new")
-        #expect(deliveredAt >= 0 && first < after.count, "the new audio plays after the flush")
-        if ProcessInfo.processInfo.environment["SANITIZER_UNDER_TEST"] == nil {
-            #expect(queuedBehind <= 9_600 + 480 + 480, "the new audio waited \(queuedBehind) samples behind the device's queue")
-            #expect(new * 2 > after.count - first, "the new audio plays after the flush: \(new) of \(after.count - first) samples")
-        }
+        #expect(deliveredAt == at, "the loop refilled \(deliveredAt - at) samples after the flush")
+        #expect(first < after.count, "the new audio plays after the flush")
+        #expect(queuedBehind <= (JustInTime.most + 1) * 480, "the new audio waited \(queuedBehind) samples behind the device's queue")
+        // And from then on only the new audio: the ring never ran dry.
+        #expect(new == after.count - first, "the new audio plays after the flush: \(new) of \(after.count - first) samples")
         // The reference never shows the dropped audio as played.
         var oldInReference = 0
         for k in 0..<recorder.frames where recorder.times[k] >= air.time(ofIndex: at) {
@@ -317,16 +289,15 @@ func run(_ loop: EventLoop, until event: EventFD) throws {
         try playback.add(try GainHook(gainDB: -3))
         try playback.add(LevelMeter())
         let duplex = try DuplexAudio(configuration: DuplexConfiguration(capture: nil, playback: .discard(Self.mono48)),
-                                     capturePCM: microphone, playbackPCM: speaker, captureChain: capture, playbackChain: playback)
+                                     capturePCM: microphone, playbackPCM: speaker, captureChain: capture, playbackChain: playback,
+                                     clock: air.clock.device)
         recorder.source = duplex.reference
         let loop = try EventLoop()
         let noise = Noise()
         var frames = 0
         duplex.attach(to: loop, frameSamples: 960, uplink: { _, _ in frames += 1 }, downlink: { noise.fill($0, 960) })
-        loop.schedule(after: .milliseconds(500)) { duplex.flushPlayback() }
-        try duplex.start()
-        try run(loop, until: recorder.done)
-        duplex.stop()
+        air.clock.schedule(after: .milliseconds(500)) { duplex.flushPlayback() }
+        try run(duplex, on: air.clock, loop: loop) { recorder.count.load(ordering: .acquiring) == recorder.frames }
         #expect(duplex.playback.counters.flushes.load(ordering: .relaxed) == 1)
         #expect(playbackCount.periods.load(ordering: .relaxed) > 60 && captureCount.periods.load(ordering: .relaxed) > 60)
         #expect(frames > 30)
@@ -342,8 +313,9 @@ func run(_ loop: EventLoop, until event: EventFD) throws {
         let heard = HeardTimes(capacity: 40)
         let playback = HookChain()
         try playback.add(heard)
-        let duplex = try DuplexAudio(DuplexConfiguration(capture: nil, playback: .file(path, format: Self.mono48, paced: true)),
-                                     playbackChain: playback)
+        let clock = VirtualClock()
+        let duplex = try DuplexAudio(configuration: DuplexConfiguration(capture: nil, playback: .file(path, format: Self.mono48, paced: true)),
+                                     capturePCM: nil, playbackPCM: nil, playbackChain: playback, clock: clock.device)
         let loop = try EventLoop()
         var pulls = 0
         duplex.attach(to: loop, frameSamples: 960, uplink: nil) { out in
@@ -351,18 +323,27 @@ func run(_ loop: EventLoop, until event: EventFD) throws {
             for i in 0..<960 { out[i] = 500 }
             return 960
         }
-        let done = try EventFD()
-        loop.schedule(after: .milliseconds(250)) { done.signal() }
-        let started = MonotonicClock.now().nanoseconds
+        var done = false
+        clock.schedule(after: .milliseconds(250)) { done = true }
+        let started = clock.nanoseconds
         try duplex.start()
-        try run(loop, until: done)
+        // Read while the thread waits for its next period: once let go to stop, it may
+        // go on for a period or two.
+        var n = 0
+        do {
+            defer { clock.release() }
+            try clock.run(threads: 1, loop: loop) {
+                n = heard.count.load(ordering: .acquiring)
+                return done
+            }
+        }
         try duplex.finish()
-        let n = heard.count.load(ordering: .acquiring)
-        #expect(n >= 10)
-        for k in 1..<n { #expect(heard.times[k] - heard.times[k - 1] == 10_000_000) }
-        #expect(heard.times[0] >= started)
-        // Pulled as consumed: about one 20 ms frame per two periods, after the priming.
-        #expect(pulls >= n / 2 && pulls <= n / 2 + 4, "\(pulls) pulls for \(n) periods")
+        // A period every 10 ms of the 250, the first due one period after the start.
+        #expect(n == 25)
+        for k in 0..<n { #expect(heard.times[k] == started + Int64(k + 1) * 10_000_000, "period \(k)") }
+        // Pulled as consumed: what was played plus the ring's target (30 ms), in 20 ms
+        // frames (one per two periods, after the priming).
+        #expect(pulls == (n * 480 + 1_440 + 959) / 960, "\(pulls) pulls for \(n) periods")
         #expect(duplex.playback.fileFailure == nil)
     }
 

@@ -6,32 +6,33 @@ import Platform
 @testable import Devices
 
 /// The sound in the room, one sample per frame instant on a timeline shared by a fake
-/// speaker and a fake microphone: index k is the instant `start + k / rate` on the
-/// monotonic clock. What the speaker plays lands at the index it is heard; the
-/// microphone digitizes index j from what was heard `acousticDelay` frames earlier.
+/// speaker and a fake microphone: index k is the instant `start + k / rate` on a
+/// `VirtualClock` (give the threads `clock.device`). What the speaker plays lands at the
+/// index it is heard; the microphone digitizes index j from what was heard
+/// `acousticDelay` frames earlier.
 final class FakeAir: @unchecked Sendable {
+    let clock: VirtualClock
     let rate: Int
     let start: Int64
     let count: Int
     let samples: UnsafeMutablePointer<Int16>
     /// Held by the speaker while it changes `samples` and by the microphone while it
     /// reads them. The speaker normally writes an instant long before the microphone
-    /// hears it, but a flush zeroes everything not yet heard, from "now" on: in a slow
-    /// run (ThreadSanitizer) the clock passed the start of that span while it was being
-    /// zeroed and the microphone read what the speaker was writing. Under the lock a
-    /// flush takes "now" when it starts writing, so an instant is either heard before
-    /// the flush or dropped by it. A pthread mutex, which ThreadSanitizer sees (it does
-    /// not see `Synchronization.Mutex`, which waits on a futex of its own).
+    /// hears it, but a flush zeroes everything not yet heard, from "now" on, while the
+    /// microphone (woken at the same virtual instant) may be reading. A pthread mutex,
+    /// which ThreadSanitizer sees (it does not see `Synchronization.Mutex`, which waits
+    /// on a futex of its own).
     private let mutex: UnsafeMutablePointer<pthread_mutex_t>
 
-    init(rate: Int = 48_000, seconds: Int = 30) {
+    init(clock: VirtualClock = VirtualClock(), rate: Int = 48_000, seconds: Int = 30) {
+        self.clock = clock
         self.rate = rate
         count = rate * seconds
         samples = .allocate(capacity: count)
         samples.initialize(repeating: 0, count: count)
         mutex = .allocate(capacity: 1)
         pthread_mutex_init(mutex, nil)
-        start = MonotonicClock.now().nanoseconds
+        start = clock.nanoseconds
     }
 
     deinit {
@@ -46,17 +47,20 @@ final class FakeAir: @unchecked Sendable {
         return body()
     }
 
-    /// The frame instant being heard now.
+    /// The frame instant being heard at a time, and now.
     func index(at nanoseconds: Int64) -> Int { Int((nanoseconds - start) * Int64(rate) / 1_000_000_000) }
-    var now: Int { index(at: MonotonicClock.now().nanoseconds) }
-    func time(ofIndex k: Int) -> Int64 { start + Int64(k) * 1_000_000_000 / Int64(rate) }
-
-    /// Sleeps (in the audio thread that called) until frame instant `k`.
-    func sleep(until k: Int) {
-        let t = time(ofIndex: k)
-        var ts = timespec(tv_sec: Int(t / 1_000_000_000), tv_nsec: Int(t % 1_000_000_000))
-        clock_nanosleep(CLOCK_MONOTONIC, Int32(TIMER_ABSTIME), &ts, nil)
+    var now: Int { index(at: clock.nanoseconds) }
+    /// When frame instant `k` begins: rounded up to the nanosecond, so `index(at:)` of
+    /// it is k (rounded down, a wait for k would wake at k − 1 and wait again forever,
+    /// virtual time standing still until someone waits).
+    func time(ofIndex k: Int) -> Int64 {
+        let ns = Int64(k) * 1_000_000_000
+        return start + (ns >= 0 ? (ns + Int64(rate) - 1) / Int64(rate) : ns / Int64(rate))
     }
+
+    /// Waits (in the audio thread that called) until frame instant `k`; false if the
+    /// test is ending (the clock was let go), and the device should return at once.
+    func sleep(until k: Int) -> Bool { clock.wait(until: time(ofIndex: k)) }
 }
 
 /// Counts allocations made by the audio thread between two calls into a fake device:
@@ -125,6 +129,7 @@ final class FakeSpeaker: PCMDevice, @unchecked Sendable {
     func writeRaw(_ buffer: UnsafeRawPointer, frames: Int) -> Int {
         allocations?.enterDevice()
         defer { allocations?.leaveDevice() }
+        if air.clock.isReleased { return -Int(EINTR) }
         var now = air.now
         if queuedAtWrite.count < queuedAtWrite.capacity { queuedAtWrite.append(max(0, (nextHeard ?? now) - latencyFrames - now)) }
         var next = nextHeard ?? (now + latencyFrames)
@@ -135,7 +140,7 @@ final class FakeSpeaker: PCMDevice, @unchecked Sendable {
         }
         // Queued frames are those not yet past the DAC path.
         while next - latencyFrames - now > bufferFrames - frames {
-            air.sleep(until: next - latencyFrames - (bufferFrames - frames))
+            guard air.sleep(until: next - latencyFrames - (bufferFrames - frames)) else { return -Int(EINTR) }
             now = air.now
         }
         let src = buffer.assumingMemoryBound(to: Int16.self)
@@ -204,9 +209,12 @@ final class FakeMicrophone: PCMDevice, @unchecked Sendable {
     func readRaw(_ buffer: UnsafeMutableRawPointer, frames: Int) -> Int {
         allocations?.enterDevice()
         defer { allocations?.leaveDevice() }
+        if air.clock.isReleased { return -Int(EINTR) }
         let first = nextRead ?? air.now
         // Digitized at first + frames − 1, readable latencyFrames later.
-        if air.now < first + frames + latencyFrames { air.sleep(until: first + frames + latencyFrames) }
+        if air.now < first + frames + latencyFrames {
+            guard air.sleep(until: first + frames + latencyFrames) else { return -Int(EINTR) }
+        }
         let dst = buffer.assumingMemoryBound(to: Int16.self)
         air.withSamples {
             for i in 0..<frames {

@@ -70,6 +70,17 @@ func at(_ millis: Int64) -> Duration { .milliseconds(millis) }
         #expect(!muted[0].isOn && !idle[1].isOn)
         #expect(StatusPattern.frame(.idle, level: 0, elapsed: .zero, count: 0).isEmpty)
     }
+
+    /// A tool at work: alternate LEDs swap every 250 ms, amber; one plain LED blinks at
+    /// half the error's rate, so the two read apart.
+    @Test func workingAlternates() {
+        let amber = LEDColor(red: 255, green: 140, blue: 0, brightness: 31)
+        let f = (0..<3).map { StatusPattern.frame(.working, level: 0, elapsed: at(Int64($0) * 250), count: 4) }
+        #expect(f[0] == [amber, .off, amber, .off] && f[1] == [.off, amber, .off, amber] && f[2] == f[0])
+        let one = (0..<4).map { StatusPattern.frame(.working, level: 0, elapsed: at(Int64($0) * 250), count: 1)[0].isOn }
+        #expect(one == [true, false, true, false])
+        #expect(StatusPattern.nextChange(.working, elapsed: at(260)) == at(500))
+    }
 }
 
 @Suite struct APA102Tests {

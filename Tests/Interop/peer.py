@@ -673,6 +673,9 @@ class Session:
         if self.openai is not None:
             out["openai_events_received"] = self.openai.received
             out["openai_truncates"] = self.openai.truncates
+            out["openai_tool_outputs"] = self.openai.tool_outputs
+            out["openai_usage_sent"] = self.openai.usage_sent
+            out["openai_tools_offered"] = [t.get("name") for t in self.openai.session_obj.get("tools", []) if isinstance(t, dict)]
             out["openai_events_sent"] = self.openai.sent_types
             out["openai_events_sent_log"] = self.openai.sent_log
         return out
@@ -822,6 +825,11 @@ class OpenAIScript:
         # truncates accepted (what the client said was heard, what had been sent).
         self.audio_items: dict = {}
         self.truncates: list = []
+        # --tool-call: the function call the first response makes, its call id, and the
+        # function_call_output items the client sent (the model's next turn reads them).
+        self.tool_call_id: Optional[str] = None
+        self.tool_outputs: list = []
+        self.usage_sent: list = []
         self.session_obj = {
             "type": "realtime",
             "object": "realtime.session",
@@ -973,6 +981,13 @@ class OpenAIScript:
 
     def on_item_create(self, event: dict) -> None:
         item = event.get("item") if isinstance(event.get("item"), dict) else {}
+        if item.get("type") == "function_call_output":
+            # As the service: the output must answer a call this conversation made.
+            if item.get("call_id") != self.tool_call_id or not isinstance(item.get("output"), str):
+                self.error("invalid_value", f"Invalid value: '{item.get('call_id')}'. No such function call.",
+                           event.get("event_id"), "item.call_id")
+                return
+            self.tool_outputs.append({"call_id": item["call_id"], "output": item["output"]})
         item = {"id": item.get("id") or new_id("item_"), **item}
         self.emit({"type": "conversation.item.added",
                    "previous_item_id": self.last_item_id, "item": item})
@@ -1023,10 +1038,56 @@ class OpenAIScript:
                             "status": status if status != "completed" else "completed",
                             "content": [{"type": "output_audio", "transcript": transcript}]}],
                 "conversation_id": None, "output_modalities": ["audio"],
-                "usage": None}
+                "usage": self.usage(transcript)}
+
+    def usage(self, transcript: str) -> dict:
+        # A response's usage as the GA API reports it (input and output tokens by
+        # modality, the cached part of the input), made up from what this turn carried
+        # and kept in the report, so a test can add up what Linnet should have counted.
+        n = len(self.usage_sent)
+        audio_in, text_in, cached = 50 + 7 * n, 120 + n, 64 if n else 0
+        text_out, audio_out = len(transcript.split()), 25 * len(transcript.split())
+        u = {"total_tokens": audio_in + text_in + text_out + audio_out,
+             "input_tokens": audio_in + text_in, "output_tokens": text_out + audio_out,
+             "input_token_details": {"text_tokens": text_in, "audio_tokens": audio_in, "image_tokens": 0,
+                                     "cached_tokens": cached,
+                                     "cached_tokens_details": {"text_tokens": cached, "audio_tokens": 0, "image_tokens": 0}},
+                                     "output_token_details": {"text_tokens": text_out, "audio_tokens": audio_out}}
+        self.usage_sent.append(u)
+        return u
+
+    async def call_tool(self, response_id: str) -> None:
+        # --tool-call NAME:ARGS: the model's first answer is a function call (GA events:
+        # the item added, its arguments streamed, the item done, the response done).
+        name, _, arguments = self.args.tool_call.partition(":")
+        item_id, call_id = new_id("item_"), new_id("call_")
+        self.tool_call_id = call_id
+        item = {"id": item_id, "object": "realtime.item", "type": "function_call", "status": "in_progress",
+                "name": name, "call_id": call_id, "arguments": ""}
+        self.emit({"type": "response.created", "response": {"object": "realtime.response", "id": response_id,
+                                                            "status": "in_progress", "output": []}})
+        self.emit({"type": "response.output_item.added", "response_id": response_id, "output_index": 0, "item": item})
+        for piece in (arguments[:len(arguments) // 2], arguments[len(arguments) // 2:]):
+            self.emit({"type": "response.function_call_arguments.delta", "response_id": response_id, "item_id": item_id,
+                       "output_index": 0, "call_id": call_id, "delta": piece})
+            await asyncio.sleep(0.02)
+        self.emit({"type": "response.function_call_arguments.done", "response_id": response_id, "item_id": item_id,
+                   "output_index": 0, "call_id": call_id, "name": name, "arguments": arguments})
+        done = {**item, "status": "completed", "arguments": arguments}
+        self.emit({"type": "response.output_item.done", "response_id": response_id, "output_index": 0, "item": done})
+        self.emit({"type": "response.done", "response": {"object": "realtime.response", "id": response_id,
+                                                         "status": "completed", "output": [done], "usage": None}})
+        self.response_done_sent = True
 
     async def respond(self, response_id: str) -> None:
+        if self.args.tool_call and self.tool_call_id is None:
+            await self.call_tool(response_id)
+            return
         reply = self.args.reply
+        if self.tool_outputs:
+            # The answer after a call reads its output, as a model's would.
+            reply = f"{reply} The tool said: {self.tool_outputs[-1]['output']}"
+
         item_id = new_id("item_")
         delta_name, done_name = self.transcript_names()
         spoken = ""
@@ -1596,6 +1657,8 @@ def parse_args(argv=None):
                    help="openai mode: the user's transcript on every commit")
     p.add_argument("--reply", default="Hi, this is the test provider.",
                    help="openai mode: the assistant's transcript")
+    p.add_argument("--tool-call", default=None, metavar="NAME:ARGS",
+                   help="openai mode: the first response calls function NAME with the JSON ARGS")
     p.add_argument("--legacy-events", action="store_true",
                    help="openai mode: response.audio_transcript.* (older servers)")
     p.add_argument("--host-addresses",

@@ -91,6 +91,9 @@ func message(_ body: () throws(ConfigError) -> Config) -> String? {
         loop-input = yes
         openai-url = http://127.0.0.1:9/v1/realtime/calls
         send = /tmp/lines.txt
+        tools = /etc/linnet/tools.json
+        tools-dir = /opt/door/tools
+        textfile-dir = /var/lib/node-exporter
         events-channel = kitchen-events
         aec = true
         aec-filter-ms = 300
@@ -132,6 +135,7 @@ func message(_ body: () throws(ConfigError) -> Config) -> String? {
         #expect(c.sources["gain-db"] == .file(path: "linnet.conf", line: 25))
         #expect(c.maxSessionSeconds == 90 && c.maximumSessionSeconds == 90 && c.maxAttempts == 5 && c.loopInput)
         #expect(c.openaiURL.port == 9 && c.send == "/tmp/lines.txt" && c.eventsChannel == "kitchen-events")
+        #expect(c.tools == "/etc/linnet/tools.json" && c.toolsDir == "/opt/door/tools" && c.textfileDir == "/var/lib/node-exporter")
         #expect(c.aec && c.aecFilterMS == 300 && c.aecSuppressDB == 30 && c.noiseSuppressDB == 12 && c.voiceFlag)
         #expect(c.duplex == .full && c.micHold == .never && c.bargeInMS == 300)
         #expect(c.iceServers.map(\.description) == ["turn:turn.example.net:3478?transport=tcp", "turns:turn.example.net:5349", "stun:[2001:db8::1]:3479"])

@@ -1,23 +1,8 @@
+// The echo canceller hook (`EchoCanceller`: speexdsp's MDF with Linnet's tuning), the
+// state of its echo-delay search and double-talk detector, and the figures it reports.
 import Synchronization
 import Wire
 import CSpeexDSP
-
-// Acoustic echo cancellation, residual echo and noise suppression, and a voice-activity
-// flag: speexdsp's MDF canceller and preprocessor behind the hook API. speexdsp takes
-// int16 frames (inside, this build works in floating point: its fixed-point MDF cancelled
-// 3–5 dB less, see scripts/build-speexdsp.sh); its states are allocated once here, and
-// `speex_echo_cancellation` / `speex_preprocess_run` work in them without allocating,
-// locking or logging (the library is built with DISABLE_WARNINGS).
-
-/// Where the echo canceller gets the playback reference for a capture frame: the samples
-/// the speaker played while the frame was captured, mono, at the frame's rate.
-///
-/// Called on the capture thread: no allocation, no lock, no logging.
-public protocol EchoReference: AnyObject {
-    /// Writes `count` samples for the capture frame `info` to `reference`; false when
-    /// there is no reference for it (the canceller then treats the speaker as silent).
-    func read(into reference: UnsafeMutablePointer<Int16>, count: Int, for info: FrameInfo) -> Bool
-}
 
 // As for user hooks (HookChain.swift): the reference source is chosen at run time, so
 // this one call is excluded from the `@_noLocks` audit; the sources Linnet ships are
@@ -25,66 +10,6 @@ public protocol EchoReference: AnyObject {
 @_semantics("no_performance_analysis") @inline(never)
 func callRead(_ canceller: EchoCanceller, _ into: UnsafeMutablePointer<Int16>, _ count: Int, _ info: FrameInfo) -> Bool {
     canceller.reference.read(into: into, count: count, for: info)
-}
-
-// speexdsp's calls on the capture thread, excluded from the `@_noLocks` audit as the user
-// hooks are: it cannot see into C. The library allocates only in its *_init functions,
-// takes no lock and prints nothing (built with DISABLE_WARNINGS, scripts/build-speexdsp.sh).
-@_semantics("no_performance_analysis") @inline(never)
-func speexCancel(_ st: OpaquePointer, _ near: UnsafeMutablePointer<Int16>, _ far: UnsafeMutablePointer<Int16>, _ out: UnsafeMutablePointer<Int16>) {
-    speex_echo_cancellation(st, near, far, out)
-}
-@_semantics("no_performance_analysis") @inline(never)
-func speexEchoReset(_ st: OpaquePointer) { speex_echo_state_reset(st) }
-@_semantics("no_performance_analysis") @inline(never)
-func speexEchoAdapt(_ st: OpaquePointer, _ q15: Int32) { _ = linnet_echo_set_adapt(st, q15) }
-@_semantics("no_performance_analysis") @inline(never)
-func speexEchoLearn(_ st: OpaquePointer, _ frames: Int32) { _ = linnet_echo_learn_residual(st, frames) }
-@_semantics("no_performance_analysis") @inline(never)
-func speexPreprocess(_ st: OpaquePointer, _ x: UnsafeMutablePointer<Int16>) { _ = speex_preprocess_run(st, x) }
-@_semantics("no_performance_analysis") @inline(never)
-func speexPreSet(_ st: OpaquePointer, _ request: Int32, _ value: Int32) { _ = linnet_pre_set_int(st, request, value) }
-@_semantics("no_performance_analysis") @inline(never)
-func speexPreGet(_ st: OpaquePointer, _ request: Int32) -> Int32 { linnet_pre_get_int(st, request) }
-
-/// A reference the caller sets before each capture frame, on the capture thread (the
-/// offline `linnet audio --reference`, tests).
-public final class StagedReference: EchoReference, @unchecked Sendable {
-    private let buffer: UnsafeMutablePointer<Int16>
-    private let staged: UnsafeMutablePointer<Int>
-    public let capacity: Int
-
-    public init(capacity: Int = 480) {
-        self.capacity = capacity
-        buffer = .allocate(capacity: capacity)
-        buffer.initialize(repeating: 0, count: capacity)
-        staged = .allocate(capacity: 1)
-        staged.initialize(to: 0)
-    }
-
-    deinit {
-        buffer.deallocate()
-        staged.deallocate()
-    }
-
-    /// The next frame's reference (at most `capacity` samples; the rest reads as silence).
-    public func stage(_ samples: UnsafeBufferPointer<Int16>) {
-        let n = min(samples.count, capacity)
-        if let b = samples.baseAddress { buffer.update(from: b, count: n) }
-        staged.pointee = n
-    }
-
-    #if RT_AUDIT
-    @_noLocks
-    #endif
-    public func read(into reference: UnsafeMutablePointer<Int16>, count: Int, for info: FrameInfo) -> Bool {
-        let n = min(count, staged.pointee)
-        copySamples(reference, buffer, n)
-        if n < count { zeroFrame(UnsafeMutableBufferPointer(start: reference + n, count: count &- n)) }
-        let had = staged.pointee > 0
-        staged.pointee = 0
-        return had
-    }
 }
 
 /// The bulk-delay estimator's state: the reference and the microphone at 2 kHz, and
@@ -151,38 +76,6 @@ struct EchoTalk {
     var talk = false
     var lastTalk = false
     var expected = false
-}
-
-/// The live reference: a duplex pipeline's `PlaybackReference`, which the capture
-/// pipeline aligns to each capture frame before the hooks run (Devices/Pipeline.swift),
-/// so frame k of it was playing while capture frame k was captured; what is left for
-/// the canceller is the acoustic path. `source` is set on the loop thread before the
-/// audio threads start (the hook chain is built before the duplex pipeline that owns
-/// the reference).
-public final class LiveReference: EchoReference, @unchecked Sendable {
-    public var source: PlaybackReference? {
-        didSet { sourceRef = source.map { Unmanaged.passUnretained($0) } }
-    }
-    /// `source` for the capture thread, without a retain (`source` keeps it alive).
-    private var sourceRef: Unmanaged<PlaybackReference>?
-
-    public init(source: PlaybackReference? = nil) {
-        self.source = source
-        sourceRef = source.map { Unmanaged.passUnretained($0) }
-    }
-
-    #if RT_AUDIT
-    @_noLocks
-    #endif
-    public func read(into reference: UnsafeMutablePointer<Int16>, count: Int, for info: FrameInfo) -> Bool {
-        let covered = sourceRef?._withUnsafeGuaranteedRef { source -> Int in
-            guard source.frameSamples == count, let b = source.samples.baseAddress else { return -1 }
-            copySamples(reference, b, count)
-            return source.coverage
-        } ?? -1
-        if covered < 0 { zeroFrame(UnsafeMutableBufferPointer(start: reference, count: count)) }
-        return covered > 0
-    }
 }
 
 /// Acoustic echo cancellation with speexdsp's MDF (multidelay block frequency-domain)
@@ -262,15 +155,15 @@ public final class EchoCanceller: AudioHook, @unchecked Sendable {
     private let upsampler: Resampler?
     /// The same for the capture thread, without a retain (the properties above keep them
     /// alive).
-    private let micDownRef: Unmanaged<Resampler>?
-    private let farDownRef: Unmanaged<Resampler>?
-    private let upsamplerRef: Unmanaged<Resampler>?
+    private let micDownRef: Borrowed<Resampler>?
+    private let farDownRef: Borrowed<Resampler>?
+    private let upsamplerRef: Borrowed<Resampler>?
     private let upOut: UnsafeMutablePointer<Int16>
     /// The preprocessor run on the work-rate output (residual echo and noise
     /// suppression, voice flag), when one was made with this canceller; set before
     /// audio starts.
     private(set) var post: SpeexPreprocessor?
-    private var postRef: Unmanaged<SpeexPreprocessor>?
+    private var postRef: Borrowed<SpeexPreprocessor>?
     /// The full-rate reference ring the delayed reference is read from.
     private let line: UnsafeMutablePointer<Int16>
     private let lineLength: Int
@@ -337,9 +230,9 @@ public final class EchoCanceller: AudioHook, @unchecked Sendable {
             farDown = nil
             upsampler = nil
         }
-        micDownRef = micDown.map { Unmanaged.passUnretained($0) }
-        farDownRef = farDown.map { Unmanaged.passUnretained($0) }
-        upsamplerRef = upsampler.map { Unmanaged.passUnretained($0) }
+        micDownRef = micDown.map { Borrowed($0) }
+        farDownRef = farDown.map { Borrowed($0) }
+        upsamplerRef = upsampler.map { Borrowed($0) }
         let taps = Int32(work.hertz / 1000 * filterMilliseconds)
         let made = speex_echo_state_init(Int32(workSamples), taps)!
         let version = Int(linnet_echo_tuning(made))
@@ -415,7 +308,7 @@ public final class EchoCanceller: AudioHook, @unchecked Sendable {
     /// Runs `p` on the work-rate output of every frame (SpeexPreprocessor.init does it).
     func attach(_ p: SpeexPreprocessor) {
         post = p
-        postRef = Unmanaged.passUnretained(p)
+        postRef = Borrowed(p)
     }
     /// How often the filter restarted for a new delay.
     public var restartCount: Int { restarts.load(ordering: .relaxed) }
@@ -484,9 +377,9 @@ public final class EchoCanceller: AudioHook, @unchecked Sendable {
     public func captureDidStart(_ format: AudioFormat) {
         speexEchoReset(state)
         startTraining()
-        micDownRef?._withUnsafeGuaranteedRef { $0.reset() }
-        farDownRef?._withUnsafeGuaranteedRef { $0.reset() }
-        upsamplerRef?._withUnsafeGuaranteedRef { $0.reset() }
+        micDownRef?.use { $0.reset() }
+        farDownRef?.use { $0.reset() }
+        upsamplerRef?.use { $0.reset() }
     }
 
     #if RT_AUDIT
@@ -502,8 +395,8 @@ public final class EchoCanceller: AudioHook, @unchecked Sendable {
             // (Locals: a closure that reads `self` retains it.)
             let full = UnsafeBufferPointer(start: farFull, count: frameSamples), mic = UnsafeBufferPointer(start: near, count: frameSamples)
             let farOut = UnsafeMutableBufferPointer(start: far, count: n &+ 2), micOut = UnsafeMutableBufferPointer(start: work, count: n &+ 2)
-            farDownRef._withUnsafeGuaranteedRef { _ = try? $0.process(full, into: farOut) }
-            micDownRef._withUnsafeGuaranteedRef { _ = try? $0.process(mic, into: micOut) }
+            farDownRef.use { _ = try? $0.process(full, into: farOut) }
+            micDownRef.use { _ = try? $0.process(mic, into: micOut) }
         } else {
             if !callRead(self, far, n, info) { zeroFrame(UnsafeMutableBufferPointer(start: far, count: n)) }
             copySamples(work, near, n)
@@ -542,13 +435,15 @@ public final class EchoCanceller: AudioHook, @unchecked Sendable {
         // The search listens to echo alone (the line holds the undelayed frame at w).
         if fixedDelaySamples == nil { searchDelay(line + w, work, listen: !doubleTalk) }
         let sent = out
-        postRef?._withUnsafeGuaranteedRef { $0.run(sent) }
+        postRef?.use { $0.run(sent) }
         var ps: Int64 = 0
         for i in 0..<n { ps &+= Int64(out[i]) &* Int64(out[i]) }
         measure(far: Double(farPower), input: Double(pi), output: Double(po), sent: Double(ps), alone: alone)
         if let upsamplerRef {
             let from = UnsafeBufferPointer(start: out, count: n), to = UnsafeMutableBufferPointer(start: upOut, count: frameSamples &+ 2)
-            let m = upsamplerRef._withUnsafeGuaranteedRef { (try? $0.process(from, into: to)) ?? 0 }
+            // Sizes fixed at init as for the downsamplers: it cannot throw (were it to,
+            // the frame goes out silent: nothing is logged on the audio thread).
+            let m = upsamplerRef.use { (try? $0.process(from, into: to)) ?? 0 }
             let k = min(m, frameSamples)
             copySamples(near, upOut, k)
             if k < frameSamples { zeroFrame(UnsafeMutableBufferPointer(start: near + k, count: frameSamples &- k)) }
@@ -875,191 +770,6 @@ public final class EchoCanceller: AudioHook, @unchecked Sendable {
     }
 }
 
-/// speexdsp's preprocessor as a hook: noise suppression (`noiseSuppressDB`), residual
-/// echo suppression behind an `EchoCanceller` (`echoSuppressDB`), and a voice-activity
-/// flag from its speech probability. Each part is off unless configured; with noise and
-/// echo suppression both off the samples are not changed (the preprocessor still
-/// analyses them for the flag).
-///
-/// The flag: the speech probability (0…100 %) with hysteresis, on at ≥ 80 % and off
-/// below 50 %. (speexdsp's SET_VAD path is called a placeholder by speexdsp itself, and
-/// its 35/20 % thresholds flag white noise at −50 dBFS as speech: the tests measured
-/// 35–64 % there and 63–99 % in speech.)
-public final class SpeexPreprocessor: AudioHook, @unchecked Sendable {
-    public let rate: SampleRate
-    public let noiseSuppressDB: Int
-    public let echoSuppressDB: Int
-    let state: OpaquePointer
-    /// The canceller this preprocessor runs inside (which keeps it, `post`). Unowned: a
-    /// strong reference back would make the two a cycle that outlives them; the
-    /// canceller is the only caller of `run` behind it, so it is alive whenever this
-    /// reads it. (unsafe: no reference counting on the audio thread.)
-    private unowned(unsafe) let canceller: EchoCanceller?
-    /// The same for the capture thread, without a retain.
-    private let cancellerRef: Unmanaged<EchoCanceller>?
-    private let frameSamples: Int
-    private let active = Atomic<Bool>(false)
-    private let probability = Atomic<Int>(0)
-    private let voiceFrames = Atomic<Int>(0)
-    /// How long the voice has held, in 10 ms frames (0: off): the loop debounces
-    /// barge-in with it, exactly, however seldom it reads (AgentCore.localVoice).
-    /// Only frames where speexdsp's flag is on and the frame is voice rather than what
-    /// the echo canceller left count (`process`); gaps of up to `bridgedFrames` (the
-    /// pauses between syllables) do not end the stretch.
-    private let voiceRun = Atomic<Int>(0)
-    /// The input's energy one frame back: the preprocessor's output lags by a frame.
-    private var lastInputEnergy = 0
-    /// The output's floor: the quietest recent frames' energy (it falls at once and
-    /// rises about 7 dB a second).
-    private var floorEnergy = Int.max >> 8
-    private var gapFrames = 0
-    /// A voice frame keeps at least a quarter of its input's power (−6 dB) …
-    static let keptPowerRatio = 4
-    /// … and stands 18 dB over the floor (noise, and the echo left under it, do not).
-    static let standOutRatio = 64
-    static let bridgedFrames = 3
-    /// Whether the samples are changed at all (a suppression is on).
-    private let suppresses: Bool
-    private let scratch: UnsafeMutablePointer<Int16>
-
-    /// - noiseSuppressDB: 0 (off) or 1…60, the attenuation of stationary noise.
-    /// - echoSuppressDB: 0 (off) or 1…60, the attenuation of residual echo; needs `echo`.
-    /// - echo: a canceller to work behind. The preprocessor then runs inside it, at its
-    ///   work rate, on each frame it cancelled (before it goes back to the pipeline
-    ///   rate); as a hook in the chain it passes frames unchanged. `rate` is then the
-    ///   canceller's work rate.
-    public init(rate: SampleRate, noiseSuppressDB: Int = 0, echoSuppressDB: Int = 0,
-                echo: EchoCanceller? = nil) throws(AudioError) {
-        try checkRange(.suppressDB, Double(noiseSuppressDB), 0, 60)
-        try checkRange(.suppressDB, Double(echoSuppressDB), 0, 60)
-        let rate = echo?.workRate ?? rate
-        self.rate = rate
-        attached = echo != nil
-        self.noiseSuppressDB = noiseSuppressDB
-        self.echoSuppressDB = echo == nil ? 0 : echoSuppressDB
-        canceller = echo
-        cancellerRef = echo.map { Unmanaged.passUnretained($0) }
-        frameSamples = rate.samplesPerFrame
-        state = speex_preprocess_state_init(Int32(frameSamples), Int32(rate.hertz))
-        scratch = .allocate(capacity: frameSamples)
-        scratch.initialize(repeating: 0, count: frameSamples)
-        suppresses = noiseSuppressDB > 0 || self.echoSuppressDB > 0
-        // speexdsp applies its echo suppression only with denoise on; a noise
-        // suppression of 0 dB leaves the noise floor alone.
-        _ = linnet_pre_set_int(state, SPEEX_PREPROCESS_SET_DENOISE, suppresses ? 1 : 0)
-        _ = linnet_pre_set_int(state, SPEEX_PREPROCESS_SET_NOISE_SUPPRESS, Int32(0 &- noiseSuppressDB))
-        _ = linnet_pre_set_int(state, SPEEX_PREPROCESS_SET_AGC, 0)
-        _ = linnet_pre_set_int(state, SPEEX_PREPROCESS_SET_DEREVERB, 0)
-        if let echo, self.echoSuppressDB > 0 {
-            _ = linnet_pre_set_echo(state, echo.state)
-            _ = linnet_pre_set_int(state, SPEEX_PREPROCESS_SET_ECHO_SUPPRESS, Int32(0 &- self.echoSuppressDB))
-            // During double talk, 15 dB less (speexdsp's default ratio of the two).
-            _ = linnet_pre_set_int(state, SPEEX_PREPROCESS_SET_ECHO_SUPPRESS_ACTIVE, Int32(0 &- max(1, self.echoSuppressDB &- 25)))
-        }
-        echo?.attach(self)
-    }
-
-    deinit {
-        speex_preprocess_state_destroy(state)
-        scratch.deallocate()
-    }
-
-    /// Whether a canceller runs this preprocessor (`init(echo:)`).
-    public let attached: Bool
-
-    /// Whether the last frames hold speech (the voice-activity flag); any thread.
-    public var voiceActive: Bool { active.load(ordering: .relaxed) }
-    /// The last frame's speech probability, 0…100 %.
-    public var speechProbability: Int { probability.load(ordering: .relaxed) }
-    /// Frames the flag was on so far.
-    public var voiceFrameCount: Int { voiceFrames.load(ordering: .relaxed) }
-    /// How long the voice has held (`voiceRun`), in audio time (zero: off); any thread.
-    public var voiceHeld: Duration { .milliseconds(Int64(voiceRun.load(ordering: .relaxed)) &* 10) }
-
-    #if RT_AUDIT
-    @_noLocks
-    #endif
-    public func process(_ samples: UnsafeMutableBufferPointer<Int16>, _ info: FrameInfo) -> HookVerdict {
-        if attached { return .pass }
-        guard let base = speexFrame(samples, info, rate: rate, frameSamples: frameSamples) else { return .pass }
-        run(base)
-        return .pass
-    }
-
-    /// One frame (`frameSamples` at `rate`) in place: the hook's work, and what an
-    /// attached canceller calls on its work-rate output.
-    #if RT_AUDIT
-    @_noLocks
-    #endif
-    func run(_ base: UnsafeMutablePointer<Int16>) {
-        let inputEnergy = frameEnergy(base, frameSamples)
-        // Behind a canceller: its double-talk detector's verdict on this frame.
-        let nearEnd = cancellerRef?._withUnsafeGuaranteedRef { $0.nearEnd } ?? true
-        if echoSuppressDB > 0 {
-            if let cancellerRef {
-                // The canceller's double-talk detector chooses the echo suppression level
-                // (speexdsp's own speech probability counts the echo left as speech), and
-                // after 0.6 s of echo alone the residual estimate counts 12 dB more
-                // (EchoCanceller.detectTalk).
-                let hard = cancellerRef._withUnsafeGuaranteedRef { $0.suppressHard }
-                speexPreSet(state, LINNET_PREPROCESS_SET_TALK, nearEnd ? 1 : 0)
-                speexPreSet(state, LINNET_PREPROCESS_SET_ECHO_SCALE, hard ? 4096 : 256)
-            }
-        }
-        let output: UnsafeMutablePointer<Int16>
-        if suppresses {
-            speexPreprocess(state, base)
-            output = base
-        } else {
-            // The probability comes only from a full run: on a copy, so the frame stays.
-            copySamples(scratch, base, frameSamples)
-            speexPreprocess(state, scratch)
-            output = scratch
-        }
-        // speexdsp's probability does not tell the user from the echo left behind the
-        // canceller (its flag held on through echo alone for up to 1.6 s after
-        // convergence, VoiceFlagBehindEchoTests): a frame the suppressors cut by more
-        // than 6 dB was mostly echo, and one near the floor is noise or residue.
-        let outputEnergy = frameEnergy(output, frameSamples)
-        floorEnergy = min(outputEnergy, floorEnergy &+ floorEnergy >> 6 &+ 1)
-        // (Nested ifs: `&&` takes an autoclosure, which the RT audit counts.)
-        var kept = false
-        if outputEnergy &* 4 >= lastInputEnergy {
-            if outputEnergy >= floorEnergy &* 64 { kept = true }
-        }
-        // Behind a canceller: only where it says the near end may talk (its double-talk
-        // detector, or the weak-coupling rule: EchoCanceller.voiceNearEnd).
-        if let cancellerRef {
-            if !cancellerRef._withUnsafeGuaranteedRef({ $0.voiceNearEnd }) { kept = false }
-        }
-        lastInputEnergy = inputEnergy
-        let p = Int(speexPreGet(state, SPEEX_PREPROCESS_GET_PROB))
-        probability.store(p, ordering: .relaxed)
-        let was = active.load(ordering: .relaxed)
-        let now = was ? p >= 50 : p >= 80
-        active.store(now, ordering: .relaxed)
-        if now { voiceFrames.store(voiceFrames.load(ordering: .relaxed) &+ 1, ordering: .relaxed) }
-        let run = voiceRun.load(ordering: .relaxed)
-        if now && kept {
-            gapFrames = 0
-            voiceRun.store(run &+ 1, ordering: .relaxed)
-        } else if run > 0 {
-            // A gap of up to `bridgedFrames` (3) does not end the stretch.
-            if gapFrames < 3 {
-                gapFrames &+= 1
-                voiceRun.store(run &+ 1, ordering: .relaxed)
-            } else {
-                gapFrames = 0
-                voiceRun.store(0, ordering: .relaxed)
-            }
-        } else {
-            gapFrames = 0
-            voiceRun.store(0, ordering: .relaxed)
-        }
-    }
-
-}
-
 /// 10·log10(x) in tenths of a dB (Embedded Swift has no log10): the binary exponent,
 /// and ln(1 + m) = 2·atanh(m / (2 + m)) for the mantissa, four terms (t ≤ 1/3: within
 /// 0.001 dB). Int.min for x ≤ 0.
@@ -1071,21 +781,4 @@ func decibelTenths(_ x: Double) -> Int {
     let ln = Double(x.exponent) * 0.6931471805599453 + 2 * t * (1 + t2 * (1.0 / 3 + t2 * (0.2 + t2 / 7)))
     let t10 = ln * 43.42944819032518
     return Int(t10 + (t10 >= 0 ? 0.5 : -0.5)) // (not `rounded()`: its rule type is a metadata access for the RT audit)
-}
-
-/// The energy of `n` samples (a free function: `Self.` in the audited `run` counts as a
-/// metadata access).
-@inline(__always)
-func frameEnergy(_ p: UnsafeMutablePointer<Int16>, _ n: Int) -> Int {
-    var e = 0
-    for i in 0..<n { let x = Int(p[i]); e &+= x &* x }
-    return e
-}
-
-/// The frame a speexdsp state was made for (mono, its rate, its frame length), or nil:
-/// both speexdsp hooks pass any other frame through untouched.
-@inline(__always)
-func speexFrame(_ samples: UnsafeMutableBufferPointer<Int16>, _ info: FrameInfo, rate: SampleRate, frameSamples: Int) -> UnsafeMutablePointer<Int16>? {
-    guard info.channels == 1, info.sampleRate == rate, info.sampleCount == frameSamples, samples.count >= frameSamples else { return nil }
-    return samples.baseAddress
 }

@@ -1,3 +1,8 @@
+// The OpenAI Realtime conversation's state machine (`RealtimeConversation`): inputs,
+// the drive loop, the server events and the transcript order. Its session.update
+// bodies are in SessionUpdate.swift, its settings, events and outputs in
+// RealtimeSettings.swift and RealtimeEvents.swift.
+
 /// The OpenAI Realtime conversation on the `oai-events` data channel (PROTOCOLS.md
 /// "OpenAI Realtime over WebRTC"): what the device sends to configure the session and
 /// run push-to-talk turns, and what it makes of the server's events.
@@ -68,243 +73,6 @@ import JSON
 import Wire
 import Settings
 
-// MARK: Settings
-
-/// What the device asks of the provider's session (`session.update`).
-public struct RealtimeSettings: Sendable, Equatable {
-    /// System instructions; nil leaves the server's (or the backend's) instructions.
-    public var instructions: String?
-    /// The output voice (`marin`, `alloy`, …); nil leaves the server's.
-    public var voice: String?
-    /// The input transcription model (`gpt-4o-mini-transcribe`, `whisper-1`); nil sends
-    /// no transcription setting, and the server then sends no user transcripts.
-    public var transcriptionModel: String?
-    /// Push-to-talk (`turn_detection: null`) or the server's VAD (`server_vad`).
-    public var turnDetection: TurnDetection
-    /// The least audio (ms, as sent) a release commits; shorter presses are `.tooShort`.
-    /// Values below 100 (the service's floor) act as 100.
-    public var minimumCommitMilliseconds: Int
-    /// How long after a release the commit waits (`ptt-tail-ms`): the last 100–200 ms
-    /// of speech are still in the capture pipeline and on the network when the button
-    /// comes up, and a commit that overtakes them cuts the end of the sentence (or
-    /// finds less than 100 ms). The microphone stays open for the tail.
-    public var pttTailMilliseconds: Int
-    /// How long after our `session.update` a `session.updated` may take before a warning
-    /// (and before the device stops waiting for it: see `isConfigured`).
-    public var sessionUpdateWarning: Duration
-    /// Voice mode: the kind of detection asked for; nil (with no threshold or silence
-    /// set either) sends no `turn_detection`, so what the backend chose survives.
-    public var vadType: VADType? = nil
-    /// `server_vad` only: `threshold` (0–1) and `silence_duration_ms`; nil: not sent.
-    public var vadThreshold: Double? = nil
-    public var vadSilenceMilliseconds: Int? = nil
-    /// `audio.input.noise_reduction`; nil: not sent, `.off`: null.
-    public var noiseReduction: NoiseReduction? = nil
-    /// Whether a cut of the assistant (a press, Linnet's voice flag, the server's own
-    /// VAD clearing its output) is followed by `conversation.item.truncate` with what the
-    /// speaker actually played. The direct OpenAI route: a backend may not relay it.
-    public var truncatesHeardAudio = false
-    /// How fast the assistant is taken to speak, in characters a second, until replies
-    /// played to their end have measured it (`heardText`): about 150 words a minute.
-    public var initialCharactersPerSecond = 15.0
-
-    public init(instructions: String? = nil, voice: String? = nil, transcriptionModel: String? = nil,
-                turnDetection: TurnDetection = .ptt, minimumCommitMilliseconds: Int = 100,
-                pttTailMilliseconds: Int = 0, sessionUpdateWarning: Duration = .seconds(2)) {
-        self.instructions = instructions
-        self.voice = voice
-        self.transcriptionModel = transcriptionModel
-        self.turnDetection = turnDetection
-        self.minimumCommitMilliseconds = minimumCommitMilliseconds
-        self.pttTailMilliseconds = pttTailMilliseconds
-        self.sessionUpdateWarning = sessionUpdateWarning
-    }
-
-    /// The provider keys of `linnet run`'s config; turn detection is the effective one
-    /// (`ptt` with a button, else `vad`).
-    public init(config: Config) {
-        self.init(instructions: config.instructions, voice: config.voice,
-                  transcriptionModel: config.transcriptionModel,
-                  turnDetection: config.effectiveTurnDetection, pttTailMilliseconds: config.pttTailMS)
-        vadType = config.vadType
-        vadThreshold = config.vadThreshold
-        vadSilenceMilliseconds = config.vadSilenceMS
-        noiseReduction = config.noiseReduction
-    }
-}
-
-// MARK: Events and outputs
-
-/// Who said a transcript line.
-public enum RealtimeRole: String, Sendable, Equatable {
-    case user
-    case assistant
-}
-
-/// What happened in the conversation, for the log, the events file and the supervisor.
-public enum RealtimeEvent: Sendable, Equatable {
-    /// `session.created` (`updated: false`) or `session.updated` (`updated: true`).
-    case sessionReady(updated: Bool)
-    /// What was said. `final: false` carries the text so far (from deltas); `final:
-    /// true` is the one complete line of the item. `itemID` is empty when the server
-    /// (or a relay) named no item.
-    case transcript(role: RealtimeRole, text: String, final: Bool, itemID: String)
-    /// An `error` event (or a failed transcription or response): the server's code
-    /// (nil when it gave none), its message, and the type of our client event it names
-    /// (`response.cancel`), when it names one we sent.
-    case providerError(code: String?, message: String, clientEvent: String?)
-    /// The provider ended the session at its limit (error code `session_expired`);
-    /// follows the `.providerError` of the same event.
-    case sessionExpired(message: String)
-    /// The assistant started (true) or stopped (false) speaking.
-    case speaking(Bool)
-    /// The server's VAD heard the user start (true) or stop (false) speaking
-    /// (`input_audio_buffer.speech_started` / `speech_stopped`).
-    case userSpeech(Bool)
-    /// A release with less audio than `minimumCommitMilliseconds`: nothing was
-    /// committed. `sentMilliseconds` is the audio sent since the press, `held` how long
-    /// the button was down.
-    case tooShort(sentMilliseconds: Int, held: Duration)
-    /// A server message that could not be used; the reason names what was wrong.
-    case malformed(String)
-    /// `session.updated` shows a setting other than the one we asked for (the server
-    /// or a backend kept its own); `what` says which and how.
-    case settingIgnored(String)
-    /// No `session.updated` came within `sessionUpdateWarning` of our `session.update`:
-    /// the device stops waiting (the microphone opens, `send` lines go out), but the
-    /// server may still be running with its defaults.
-    case sessionNotConfirmed(waited: Duration)
-    /// A commit was answered neither by `input_audio_buffer.committed` nor by an error
-    /// naming it within `commitAnswerTimeout`: the response is asked for anyway (a relay
-    /// may not forward `committed`).
-    case commitUnconfirmed(waited: Duration)
-    /// The session's own end (`session.expires_at`, Unix seconds), from
-    /// `session.created`: the rollover is planned from it.
-    case expires(at: Int64)
-    /// The user cut the assistant off: `conversation.item.truncate` went out for its
-    /// audio item, at `audioEndMilliseconds` of it played out of the speaker.
-    case truncated(itemID: String, audioEndMilliseconds: Int)
-    /// The final line of an assistant item the user cut off: only what was heard
-    /// (`heardMilliseconds` of its audio), never the whole reply.
-    case interrupted(text: String, heardMilliseconds: Int, itemID: String)
-}
-
-extension RealtimeEvent: CustomStringConvertible {
-    /// One log line; the provider's text in it is escaped and capped (`TranscriptLine`).
-    public var description: String {
-        switch self {
-        case .sessionReady(let updated): return updated ? "session updated" : "session created"
-        case .transcript(let role, let text, let final, _):
-            return final ? TranscriptLine(role: role, text: text).description
-                         : escapedLine(prefix: role.rawValue + " (so far): ", text: text, maxBytes: TranscriptLine.defaultMaxBytes)
-        case .providerError(let code, let message, let clientEvent):
-            let head = "provider error" + (code.map { " " + escapedLine(prefix: "", text: $0, maxBytes: 64) } ?? "")
-                + (clientEvent.map { " (after " + $0 + ")" } ?? "") + ": "
-            return escapedLine(prefix: head, text: message, maxBytes: 400)
-        case .sessionExpired(let message): return escapedLine(prefix: "session expired: ", text: message, maxBytes: 400)
-        case .speaking(let on): return on ? "assistant speaking" : "assistant silent"
-        case .userSpeech(let on): return on ? "user speech started" : "user speech stopped"
-        case .tooShort(let sent, let held):
-            return "push-to-talk too short: \(sent) ms of audio sent in \(held), nothing committed"
-        case .malformed(let reason): return "unusable provider event: " + reason
-        case .settingIgnored(let what): return escapedLine(prefix: "provider ignored a setting: ", text: what, maxBytes: 200)
-        case .sessionNotConfirmed(let waited):
-            return "no session.updated within \(waited) of session.update: going on, but the provider may be using its default voice and turn detection"
-        case .commitUnconfirmed(let waited):
-            return "no input_audio_buffer.committed within \(waited) of the commit: asking for the response anyway"
-        case .expires(let at): return "the provider's session expires at \(at) (Unix time)"
-        case .truncated(_, let ms): return "barge-in: the provider told the reply was heard for \(ms) ms"
-        case .interrupted(let text, let ms, _):
-            return escapedLine(prefix: "assistant (interrupted after \(ms) ms): ", text: text, maxBytes: TranscriptLine.defaultMaxBytes)
-        }
-    }
-
-    /// The event as an `--events` line: a type and its fields (text as sent, the JSON
-    /// serializer escapes it). Partial transcripts are `final: false` lines too; a
-    /// writer that wants only "what was said" keeps the `final` ones.
-    public var eventLogEntry: (type: String, fields: [(String, JSONValue)]) {
-        switch self {
-        case .sessionReady(let updated):
-            return ("provider_session", [("state", updated ? "updated" : "created")])
-        case .transcript(let role, let text, let final, let itemID):
-            var fields: [(String, JSONValue)] = [("role", .string(role.rawValue)), ("text", .string(text)), ("final", .bool(final))]
-            if !itemID.isEmpty { fields.append(("item", .string(itemID))) }
-            return ("transcript", fields)
-        case .providerError(let code, let message, let clientEvent):
-            var fields: [(String, JSONValue)] = [("code", code.map { JSONValue.string($0) } ?? .null), ("message", .string(message))]
-            if let clientEvent { fields.append(("after", .string(clientEvent))) }
-            return ("provider_error", fields)
-        case .sessionExpired(let message):
-            return ("session_expired", [("message", .string(message))])
-        case .speaking(let on):
-            return ("speaking", [("role", "assistant"), ("on", .bool(on))])
-        case .userSpeech(let on):
-            return ("speaking", [("role", "user"), ("on", .bool(on))])
-        case .tooShort(let sent, let held):
-            return ("ptt_too_short", [("sent_ms", JSONValue(sent)), ("held_ms", JSONValue(Int(held.milliseconds)))])
-        case .malformed(let reason):
-            return ("provider_malformed", [("reason", .string(reason))])
-        case .settingIgnored(let what):
-            return ("setting_ignored", [("what", .string(what))])
-        case .sessionNotConfirmed(let waited):
-            return ("session_not_confirmed", [("waited_ms", JSONValue(Int(waited.milliseconds)))])
-        case .commitUnconfirmed(let waited):
-            return ("commit_unconfirmed", [("waited_ms", JSONValue(Int(waited.milliseconds)))])
-        case .expires(let at):
-            return ("session_expires", [("at", JSONValue(Int(at)))])
-        case .truncated(let item, let ms):
-            return ("truncate", [("item", .string(item)), ("audio_end_ms", JSONValue(ms))])
-        case .interrupted(let text, let ms, let itemID):
-            var fields: [(String, JSONValue)] = [("role", "assistant"), ("text", .string(text)), ("final", true),
-                                                 ("interrupted", true), ("heard_ms", JSONValue(ms))]
-            if !itemID.isEmpty { fields.append(("item", .string(itemID))) }
-            return ("transcript", fields)
-        }
-    }
-}
-
-/// One step of the drive loop.
-public enum RealtimeOutput: Sendable, Equatable {
-    /// A JSON text to send on `oai-events` (a text message, PPID 51).
-    case send(String)
-    case event(RealtimeEvent)
-    /// Empty the local playback at once (the jitter buffer, the device's buffer): the
-    /// user barged in, or the server cleared its output buffer. Without it up to the
-    /// jitter buffer's depth plus the device buffer keeps playing after the cut.
-    case flushPlayback
-    /// Nothing more until the next input (`nextDeadline` says when a timer is due).
-    case none
-}
-
-// MARK: The conversation
-
-/// One line of an earlier session's conversation, carried into a new session
-/// (`conversation.item.create`) so the assistant remembers it across a rollover or a
-/// reconnect.
-public struct CarriedTurn: Sendable, Equatable {
-    public var role: RealtimeRole
-    public var text: String
-    public init(role: RealtimeRole, text: String) {
-        self.role = role
-        self.text = text
-    }
-
-    /// The last `count` turns of `turns` whose texts fit in `maxBytes` of UTF-8 in all
-    /// (the newest are kept: they matter most to the next answer).
-    public static func recent(_ turns: [CarriedTurn], count: Int, maxBytes: Int) -> [CarriedTurn] {
-        var out: [CarriedTurn] = []
-        var used = 0
-        for t in turns.reversed() {
-            guard out.count < count else { break }
-            let n = t.text.utf8.count
-            if used + n > maxBytes { break }
-            used += n
-            out.append(t)
-        }
-        return out.reversed()
-    }
-}
-
 /// The client side of one Realtime session's event channel.
 ///
 /// Drive: call an input (`channelOpened`, `press`, `release`, `audioSent`,
@@ -360,6 +128,8 @@ public struct RealtimeConversation: Sendable {
     /// microphone may open and the held lines have gone out.
     public private(set) var isConfigured = false
     private var updatesSent = 0
+    /// Voice mode found the session without voice detection and asked for server_vad.
+    private var askedForVoiceDetection = false
     private var updatesConfirmed = 0
     private var updateWarningAt: Instant? = nil
     /// When the last server message arrived.
@@ -394,6 +164,13 @@ public struct RealtimeConversation: Sendable {
     private var serverResponseOpen = false
     /// A `response.create` waits for the open response's `response.done`.
     public private(set) var createHeld = false
+    /// Function calls the model made that have no output yet: the response that
+    /// reads them is asked for once the last is answered.
+    public private(set) var openToolCalls: [String] = []
+    /// Call ids already taken (a call comes in `response.output_item.done` and again in
+    /// `response.done`), the most recent `seenToolCallLimit`.
+    private var seenToolCalls: [String] = []
+    static let seenToolCallLimit = 64
     /// A response is in progress or its audio is playing.
     public var isAssistantSpeaking: Bool { responseActive || audioPlaying }
     /// The server's VAD hears the user (`speech_started` … `speech_stopped`).
@@ -786,84 +563,6 @@ public struct RealtimeConversation: Sendable {
         handle(type: type, event: event)
     }
 
-    // MARK: session.update
-
-    /// The `session.update` sent on open (GA shape: `session.type` "realtime",
-    /// `audio.input.transcription.model`, `audio.input.turn_detection`,
-    /// `audio.output.voice`). Fields left nil in the settings are not sent, so the
-    /// server keeps its own (a backend may have set them when it created the session).
-    /// Every `session.update` sent on open, in order: `turn_detection` in
-    /// its own first update, so a refusal of the rest (a voice the session cannot
-    /// change) cannot leave the server's VAD answering a push-to-talk device; then the
-    /// rest. Only what is configured is sent: a backend's choices survive.
-    public func sessionUpdates() -> [JSONValue] {
-        var out: [JSONValue] = []
-        if let td = turnDetectionValue() {
-            var input = JSONObject()
-            input["turn_detection"] = td
-            out.append(Self.update(audioInput: input))
-        }
-        if let rest = sessionUpdate(includingTurnDetection: false) { out.append(rest) }
-        return out
-    }
-
-    /// The whole configuration in one `session.update` (GA shape).
-    public func sessionUpdate() -> JSONValue {
-        sessionUpdate(includingTurnDetection: true) ?? Self.update(audioInput: JSONObject())
-    }
-
-    /// What `turn_detection` is sent as, if anything: null for push-to-talk (turns end
-    /// with our commit); in voice mode only a configured kind or figure, stated with
-    /// `create_response`/`interrupt_response` (the server answers and stops when the
-    /// user talks over it). `threshold` and `silence_duration_ms` are `server_vad`'s.
-    func turnDetectionValue() -> JSONValue? {
-        switch settings.turnDetection {
-        case .ptt:
-            return .null
-        case .vad:
-            guard settings.vadType != nil || settings.vadThreshold != nil || settings.vadSilenceMilliseconds != nil else { return nil }
-            let type = settings.vadType ?? .serverVAD
-            var td = JSONObject()
-            td["type"] = .string(type.rawValue)
-            if type == .serverVAD {
-                if let t = settings.vadThreshold { td["threshold"] = .number(JSONNumber(t)) }
-                if let ms = settings.vadSilenceMilliseconds { td["silence_duration_ms"] = JSONValue(ms) }
-            }
-            td["create_response"] = true
-            td["interrupt_response"] = true
-            return .object(td)
-        }
-    }
-
-    static func update(audioInput: JSONObject) -> JSONValue {
-        var audio = JSONObject()
-        audio["input"] = .object(audioInput)
-        return ["type": "session.update", "session": ["type": "realtime", "audio": .object(audio)]]
-    }
-
-    func sessionUpdate(includingTurnDetection: Bool) -> JSONValue? {
-        var input = JSONObject()
-        if let model = settings.transcriptionModel {
-            input["transcription"] = ["model": .string(model)]
-        }
-        if let nr = settings.noiseReduction {
-            input["noise_reduction"] = nr == .off ? .null : ["type": .string(nr.rawValue)]
-        }
-        if includingTurnDetection, let td = turnDetectionValue() { input["turn_detection"] = td }
-        var audio = JSONObject()
-        if !input.isEmpty { audio["input"] = .object(input) }
-        if let voice = settings.voice {
-            audio["output"] = ["voice": .string(voice)]
-        }
-        var session = JSONObject()
-        session["type"] = "realtime"
-        if let instructions = settings.instructions {
-            session["instructions"] = .string(instructions)
-        }
-        if !audio.isEmpty { session["audio"] = .object(audio) }
-        guard session.count > 1 else { return nil }
-        return ["type": "session.update", "session": .object(session)]
-    }
 
     // MARK: Server events
 
@@ -878,8 +577,8 @@ public struct RealtimeConversation: Sendable {
                 expiresReported = true
                 emit(.expires(at: at))
             }
+            checkTurnDetection(event, created: type.bytesEqual("session.created"))
             if type.bytesEqual("session.updated") {
-                checkTurnDetection(event)
                 updatesConfirmed += 1
                 if updatesConfirmed >= updatesSent { configured() }
             }
@@ -911,7 +610,11 @@ public struct RealtimeConversation: Sendable {
             placeItemStart()
             if id == nil || !bytesEqual(id, cancelledResponseID) { setSpeaking(response: true, audio: audioPlaying) }
         case "response.done":
+            for item in event["response"]?["output"]?.array ?? [] { functionCall(item) }
+            if let u = ProviderUsage.parse(event["response"]?["usage"]) { queue.append(.event(.usage(u))) }
             handleResponseDone(event)
+        case "response.output_item.done":
+            functionCall(event["item"])
         case "output_audio_buffer.started":
             let id = event["response_id"]?.string
             if id != nil && bytesEqual(id, cancelledResponseID) { return }  // late, we already stopped it
@@ -1002,17 +705,32 @@ public struct RealtimeConversation: Sendable {
     }
 
     /// Push-to-talk only works with the server's turn detection off (it would commit and
-    /// answer on its own, and our commit would find the buffer empty), and VAD mode
+    /// answer on its own, and our commit would find the buffer empty), and voice mode
     /// only with it on: say so when `session.updated` shows otherwise. (Only the GA
     /// place, `session.audio.input.turn_detection`, is read; absent says nothing.)
-    private mutating func checkTurnDetection(_ event: JSONValue) {
+    ///
+    /// Voice mode that configured no detection of its own keeps the session's, and a
+    /// backend (or its client secret) may have made it with none: nothing would ever be
+    /// answered. Then it asks for `server_vad` once, from `session.created` or a
+    /// `session.updated`, and says so. (`session.created` is the server's state before
+    /// our updates, so it is not otherwise judged.)
+    private mutating func checkTurnDetection(_ event: JSONValue, created: Bool) {
         guard let td = event["session"]?["audio"]?["input"]?["turn_detection"] else { return }
         switch settings.turnDetection {
-        case .ptt where !td.isNull:
+        case .ptt where !td.isNull && !created:
             let kind = utf8Prefix(td["type"]?.string ?? "set", maxBytes: 40)
             emit(.settingIgnored("turn_detection is \(kind), push-to-talk asked for null"))
         case .vad where td.isNull:
-            emit(.settingIgnored("turn_detection is null, VAD mode asked for server_vad"))
+            if turnDetectionValue() == nil && !askedForVoiceDetection && isChannelOpen {
+                askedForVoiceDetection = true
+                var input = JSONObject()
+                input["turn_detection"] = ["type": .string(VADType.serverVAD.rawValue), "create_response": true, "interrupt_response": true]
+                send(Self.update(audioInput: input))
+                updatesSent += 1
+                emit(.settingIgnored("the session has no voice detection (turn_detection null, as its backend or client secret made it): asked for server_vad, which voice mode needs"))
+            } else if !created {
+                emit(.settingIgnored("turn_detection is null, VAD mode asked for server_vad"))
+            }
         default:
             break
         }
@@ -1045,6 +763,37 @@ public struct RealtimeConversation: Sendable {
         if bytesEqual(code, "session_expired") {
             emit(.sessionExpired(message: message))
         }
+    }
+
+    /// A `function_call` item the model completed (GA: `response.output_item.done`, and
+    /// again in `response.done`'s output): reported once per call id. One cut off
+    /// (`status` other than completed: the response was cancelled mid-arguments) is not
+    /// a call.
+    private mutating func functionCall(_ item: JSONValue?) {
+        guard let item, bytesEqual(item["type"]?.string, "function_call") else { return }
+        if let status = item["status"]?.string, !bytesEqual(status, "completed") { return }
+        guard let callID = item["call_id"]?.string, !callID.utf8.isEmpty, callID.utf8.count <= 128,
+              let name = item["name"]?.string, name.utf8.count <= 128 else {
+            return emit(.malformed("a function_call item without a usable call_id and name"))
+        }
+        guard !seenToolCalls.containsBytes(equalTo: callID) else { return }
+        seenToolCalls.append(callID)
+        if seenToolCalls.count > Self.seenToolCallLimit { seenToolCalls.removeFirst() }
+        openToolCalls.append(callID)
+        emit(.toolCall(callID: callID, name: name, arguments: item["arguments"]?.string ?? ""))
+    }
+
+    /// The answer to a function call (the tool's result, or an error object): sent as a
+    /// `function_call_output` item; once no call of the model's is left open, a
+    /// response is asked for so the model reads them (held while one is in progress).
+    /// A call from an earlier session (a rollover while the tool ran) is not this one's.
+    public mutating func toolOutput(callID: String, output: String, now: Instant) {
+        self.now = now
+        guard isChannelOpen, let i = openToolCalls.firstIndex(where: { $0.bytesEqual(callID) }) else { return }
+        openToolCalls.remove(at: i)
+        send(["type": "conversation.item.create",
+              "item": ["type": "function_call_output", "call_id": .string(callID), "output": .string(output)]])
+        if openToolCalls.isEmpty { requestResponse() }
     }
 
     private mutating func handleResponseDone(_ event: JSONValue) {
@@ -1284,7 +1033,7 @@ public struct RealtimeConversation: Sendable {
 
 /// The longest prefix of `s` of at most `maxBytes` UTF-8 bytes that ends on a scalar
 /// boundary.
-func utf8Prefix(_ s: String, maxBytes: Int) -> String {
+public func utf8Prefix(_ s: String, maxBytes: Int) -> String {
     if s.utf8.count <= maxBytes { return s }
     var out = ""
     var used = 0
@@ -1295,87 +1044,4 @@ func utf8Prefix(_ s: String, maxBytes: Int) -> String {
         used += n
     }
     return out
-}
-
-// MARK: Transcript lines
-
-/// A transcript as one log line: `user: …` or `assistant: …`.
-///
-/// The text is the provider's (ultimately a speaker's), so it is made safe for a
-/// line-based log: white space at the ends is trimmed; a backslash and control
-/// characters (C0, DEL, C1, U+2028/U+2029 line and paragraph separators) are escaped
-/// (`\n`, `\r`, `\t`, `\\`, else `\u{…}`), so one transcript is always one line and an
-/// escaped sequence cannot be confused with a real one; the line is capped at
-/// `maxBytes` of UTF-8, cut on a character boundary and ending in `…` when cut.
-public struct TranscriptLine: Sendable, Equatable, CustomStringConvertible {
-    public var role: RealtimeRole
-    public var text: String
-
-    /// A line's default cap: long enough for a paragraph, short enough for syslog.
-    public static let defaultMaxBytes = 1000
-
-    public init(role: RealtimeRole, text: String) {
-        self.role = role
-        self.text = text
-    }
-
-    public var description: String { formatted() }
-
-    /// `role: text`, escaped and capped at `maxBytes` (at least 16) bytes of UTF-8.
-    public func formatted(maxBytes: Int = TranscriptLine.defaultMaxBytes) -> String {
-        escapedLine(prefix: role.rawValue + ": ", text: text, maxBytes: maxBytes)
-    }
-}
-
-/// `prefix` + `text` made safe for a line-based log, as `TranscriptLine` describes:
-/// ends trimmed, `\\` and control characters escaped, capped at `maxBytes` (at least
-/// 16) bytes of UTF-8 with `…` where cut. Also used for provider error messages, which
-/// are the peer's text too.
-func escapedLine(prefix: String, text: String, maxBytes: Int) -> String {
-    let limit = max(maxBytes, 16)
-    let pieces = trimmedScalars(text).map(escapedScalar)
-    var total = prefix.utf8.count
-    for p in pieces { total += p.utf8.count }
-    var out = prefix
-    if total <= limit {
-        for p in pieces { out += p }
-        return out
-    }
-    // Cut between pieces, so an escape is never split, leaving room for "…" (3 bytes).
-    var used = prefix.utf8.count
-    for p in pieces {
-        let n = p.utf8.count
-        if used + n > limit - 3 { break }
-        out += p
-        used += n
-    }
-    return out + "…"
-}
-
-private func trimmedScalars(_ s: String) -> ArraySlice<Unicode.Scalar> {
-    let all = Array(s.unicodeScalars)
-    var lo = 0
-    var hi = all.count
-    while lo < hi, isLineSpace(all[lo]) { lo += 1 }
-    while hi > lo, isLineSpace(all[hi - 1]) { hi -= 1 }
-    return all[lo..<hi]
-}
-
-private func isLineSpace(_ c: Unicode.Scalar) -> Bool {
-    c == " " || c == "\t" || c == "\n" || c == "\r" || c.value == 0xA0 || c.value == 0x3000
-}
-
-private func escapedScalar(_ c: Unicode.Scalar) -> String {
-    switch c {
-    case "\\": return "\\\\"
-    case "\n": return "\\n"
-    case "\r": return "\\r"
-    case "\t": return "\\t"
-    default:
-        let v = c.value
-        if v < 0x20 || (v >= 0x7F && v <= 0x9F) || v == 0x2028 || v == 0x2029 {
-            return "\\u{" + String(v, radix: 16) + "}"
-        }
-        return String(c)
-    }
 }
