@@ -158,12 +158,12 @@ private func text(_ d: Double) -> String { String(format: "%.2f", d) }
         #expect(call["record_skipped_packets"] as? Int == 0)
         // What pion received, decoded by opusdec: the tone at the level sent.
         let pionFraction = fractionOfWindowsWithTone(Array(heardByPion.dropFirst(24_000)), 440, rate: 48_000, rms: toneRMS, levelDB: 1)
-        #expect(pionFraction > 0.8, "pion heard 440 Hz at level in \(Int(pionFraction * 100)) % of windows")
+        #expect(pionFraction > 0.8, "pion heard 440 Hz at level in \(Int(pionFraction * 100)) % of windows: \(toneWindowMap(Array(heardByPion.dropFirst(24_000)), 440, rate: 48_000, rms: toneRMS, levelDB: 1))")
         // What came back: pion echoes the packets themselves, so Linnet's decoder gives the
         // tone at the level sent.
         let (_, back) = try WAVFile.read16(output)
         let fraction = fractionOfWindowsWithTone(Array(back.dropFirst(24_000)), 440, rate: 48_000, rms: toneRMS, levelDB: 1)
-        #expect(fraction > 0.8, "440 Hz at level in \(Int(fraction * 100)) % of windows")
+        #expect(fraction > 0.8, "440 Hz at level in \(Int(fraction * 100)) % of windows: \(toneWindowMap(Array(back.dropFirst(24_000)), 440, rate: 48_000, rms: toneRMS, levelDB: 1)); Linnet's log: \(r.err.suffix(800))")
         print("PION \(name): answer a=setup:\(call["answer_setup"] ?? "?"), pion DTLS \(call["dtls_role"] ?? "?"); "
             + "Linnet heard the echo in \(Int(fraction * 100)) % of windows at \(text(levelDB(back))) dB, "
             + "pion's recording in \(Int(pionFraction * 100)) % at \(text(levelDB(heardByPion))) dB")
@@ -274,7 +274,7 @@ private func text(_ d: Double) -> String { String(format: "%.2f", d) }
         // The echo as pion recorded it: Linnet returns the packets, opusdec decodes them.
         let heard = try PionPeer.decode(record)
         let fraction = fractionOfWindowsWithTone(Array(heard.dropFirst(24_000)), 440, rate: 48_000, rms: toneRMS, levelDB: 1)
-        #expect(fraction > 0.8, "440 Hz at level in \(Int(fraction * 100)) % of windows")
+        #expect(fraction > 0.8, "440 Hz at level in \(Int(fraction * 100)) % of windows: \(toneWindowMap(Array(heard.dropFirst(24_000)), 440, rate: 48_000, rms: toneRMS, levelDB: 1))")
         print("PION offer --setup \(setup): Linnet answered a=setup:\(call["answer_setup"] ?? "?"), pion DTLS \(call["dtls_role"] ?? "?"); "
             + "pion's recording of the echo in \(Int(fraction * 100)) % of windows at \(text(levelDB(heard))) dB; "
             + "echoes \(echoes["matched"] ?? 0)/\(sent.count)")
