@@ -50,9 +50,10 @@ packages=(
   # refuses to run without arch-test, and infers its sources' signed-by with gpg),
   # gpio-sim's module checked with modinfo, the harness's ssh into the guest
   qemu-system-arm qemu-utils mmdebstrap arch-test gpg e2fsprogs kmod xz-utils openssh-client
-  # fleet metrics: the textfile collector that serves Linnet's metrics file
-  # (CLITests/OpenAITurnTests.metricsReachNodeExporterAndAddUp)
-  prometheus-node-exporter
+  # fleet metrics: the textfile collector that serves Linnet's metrics file, and the
+  # Prometheus server that scrapes it during a call (CLITests/OpenAITurnTests:
+  # metricsReachNodeExporterAndAddUp, prometheusScrapesACall)
+  prometheus-node-exporter prometheus
 )
 
 if [ "$demo" = 1 ]; then

@@ -88,10 +88,27 @@ public final class AgentCore {
     public private(set) var reconnects = 0
     /// Sessions started, by reason (`StartReason`: initial, reconnect, rollover), and
     /// those that connected: the fleet metrics' counters.
-    public private(set) var sessionStarts = (initial: 0, reconnect: 0, rollover: 0)
+    public private(set) var sessionStarts = (initial: 0, reconnect: 0, rollover: 0, resume: 0)
     public private(set) var connects = 0
+    /// The user cut the assistant off: with their voice (the local barge-in) or by
+    /// pressing the button while it spoke.
+    public private(set) var bargeIns = (voice: 0, button: 0)
+    /// UDP payload bytes every session sent and received (STUN, DTLS, SRTP, TURN).
+    public private(set) var networkBytes = (sent: 0, received: 0)
     /// What the provider said the run's responses cost (`response.done`'s `usage`).
     public private(set) var usage = ProviderUsage()
+    /// The local calendar the day's usage is counted on (nil: not counted; the runtime
+    /// sets it with `setCalendar` before `start`).
+    public private(set) var calendar: LocalCalendar?
+    /// The local day's usage, up to the last time it was counted (`todaySoFar` adds the
+    /// connection running now).
+    public private(set) var today: DailyUsage?
+    var restoredUsage: DailyUsage?
+    /// Connected time is being counted since then (the state is `connected`).
+    var countingSince: Instant?
+    /// Why no session may run until the next local day (a daily cap), while it lasts.
+    public private(set) var capped: String?
+    var capsDue = false
     /// What the status file names as the reason nothing works (`insufficient_quota`).
     public private(set) var problem: String?
     public private(set) var lastConnectMilliseconds: Int64?
@@ -142,8 +159,87 @@ public final class AgentCore {
         emit(.mute(micClosed))
         if let summary = attemptLimit.summary { log(.info, summary) }
         if let interval = settings.statsInterval { nextStats = now + interval }
-        supervisor.start(now: now)
+        if let c = calendar {
+            let day = c.day(at: now)
+            today = restoredUsage.flatMap { $0.day == day ? $0 : nil } ?? DailyUsage(day: day)
+        }
+        // A cap reached earlier today (before a restart) holds from the start.
+        if let u = today, let why = settings.caps.reached(u) {
+            pauseForCap(why, now: now)
+        } else {
+            supervisor.start(now: now)
+        }
         driveSupervisor()
+    }
+
+    // MARK: - The day's usage and its caps
+
+    /// The local calendar, and the usage an earlier run kept (used when it is of the
+    /// day `start` falls on). Call before `start`; again when the zone's offset changes.
+    public func setCalendar(_ c: LocalCalendar, restored: DailyUsage? = nil) {
+        calendar = c
+        if let restored { restoredUsage = restored }
+    }
+
+    /// Today's usage including the connection running now (what the status file, the
+    /// metrics and the state file show).
+    public var todaySoFar: DailyUsage? {
+        guard var u = today else { return nil }
+        if let s = countingSince, now > s, calendar?.day(at: now) == u.day { u.connectedMilliseconds += (now - s).milliseconds }
+        return u
+    }
+
+    /// Adds the connected time since it was last counted; a new local day starts a new
+    /// count (connected time before its midnight stays with the day before).
+    func account(now: Instant) {
+        guard let c = calendar, var u = today else { return }
+        let day = c.day(at: now)
+        if day != u.day {
+            if let s = countingSince { countingSince = max(s, c.start(ofDay: day)) }
+            u = DailyUsage(day: day)
+        }
+        if let s = countingSince, now > s {
+            let ms = (now - s).milliseconds
+            u.connectedMilliseconds += ms
+            countingSince = s + .milliseconds(ms)
+        }
+        today = u
+    }
+
+    /// Pauses the sessions when a cap is reached; resumes them on the first day under
+    /// the caps again.
+    func judgeCaps(now: Instant) {
+        capsDue = false
+        guard !settings.caps.isEmpty, !stopping, let u = today else { return }
+        let why = settings.caps.reached(u)
+        if let why, capped == nil {
+            pauseForCap(why, now: now)
+            driveSupervisor()
+        } else if why == nil, capped != nil {
+            capped = nil
+            log(.info, "a new day (\(DailyUsage.date(u.day))): sessions start again")
+            record("cap", [("reached", .bool(false)), ("date", .string(DailyUsage.date(u.day)))])
+            supervisor.resume(now: now)
+            driveSupervisor()
+        }
+    }
+
+    func pauseForCap(_ why: String, now: Instant) {
+        capped = why
+        let until = today.map { DailyUsage.date($0.day + 1) } ?? "tomorrow"
+        log(.warning, "\(why): no session until \(until) 00:00 local time")
+        record("cap", [("reached", .bool(true)), ("reason", .string(why)), ("until", .string(until))])
+        supervisor.pause(why, now: now)
+    }
+
+    /// When the caps next need judging: the next local day while capped, or the moment
+    /// the connection running now reaches the minutes cap.
+    var capDeadline: Instant? {
+        guard !settings.caps.isEmpty, let c = calendar, let u = today else { return nil }
+        if capsDue { return now }
+        if capped != nil { return c.start(ofDay: u.day + 1) }
+        guard let s = countingSince, let left = settings.caps.connectedTimeLeft(u) else { return nil }
+        return min(s + left, c.start(ofDay: u.day + 1))
     }
 
     /// The session's UDP sockets are bound; `relays` TURN allocations are being made
@@ -192,6 +288,7 @@ public final class AgentCore {
     public func handleDatagram(session id: Int, _ datagram: UnsafeMutableRawBufferPointer, from: SocketAddress, local: SocketAddress, now: Instant) {
         self.now = now
         guard let s = sessions[id] else { return }
+        networkBytes.received += datagram.count
         s.datagram(datagram, from: from, local: local, now: now)
         apply(s)
         driveSupervisor()
@@ -308,6 +405,7 @@ public final class AgentCore {
         guard conversation.localSpeech(now: now) else { return }
         log(.info, "barge-in: local voice for \(heldFor.milliseconds) ms over the assistant")
         record("barge_in", [("source", "voice_flag"), ("held_ms", .number(JSONNumber(Int(heldFor.milliseconds))))])
+        bargeIns.voice += 1
         drainConversation()
     }
 
@@ -325,6 +423,7 @@ public final class AgentCore {
         talking = down
         if settings.pushToTalk {
             record("ptt", [("talking", .bool(down))])
+            if down, assistantSpeaking { bargeIns.button += 1 }
             // The conversation first: a release's tail keeps the microphone open.
             if down { conversation.press(now: now) } else { conversation.release(now: now) }
             setMuted(!down)
@@ -377,6 +476,8 @@ public final class AgentCore {
 
     public func handleTimeout(now: Instant) {
         self.now = now
+        account(now: now)
+        judgeCaps(now: now)
         if let end = endAt, now >= end, !stopping {
             endAt = nil
             stop(.ok, reason: "ending after \((settings.runFor ?? .zero).milliseconds / 1000) s (--seconds)", now: now)
@@ -418,6 +519,7 @@ public final class AgentCore {
         if let n = nextStats { t = min(t, n) }
         if let c = conversation.nextDeadline { t = min(t, c) }
         if let d = tools.deadline { t = min(t, d) }
+        if let d = capDeadline { t = min(t, d) }
         return t
     }
 
@@ -454,6 +556,7 @@ public final class AgentCore {
             case .initial: sessionStarts.initial += 1
             case .reconnect: sessionStarts.reconnect += 1
             case .rollover: sessionStarts.rollover += 1
+            case .resume: sessionStarts.resume += 1
             }
             let s = SessionMachine(id: id, settings: settings, deviceCredential: deviceCredential, identity: identity, crypto: crypto,
                                    peerSeed: seed.next(), now: now)
@@ -515,6 +618,13 @@ public final class AgentCore {
 
     func stateChanged(_ state: SessionState, _ reason: String?) {
         stateSince = now
+        // Connected time counts toward the day's minutes.
+        if state == .connected {
+            if countingSince == nil { account(now: now); countingSince = now }
+        } else if countingSince != nil {
+            account(now: now)
+            countingSince = nil
+        }
         if state == .connected { problem = nil }
         let text = reason.map { "\(state.rawValue): \($0)" } ?? state.rawValue
         log(state == .failed ? .error : .info, "session \(text)")
@@ -565,7 +675,9 @@ public final class AgentCore {
 
     func apply(_ r: SessionReport, from s: SessionMachine) {
         switch r {
-        case .output(let o): emit(o)
+        case .output(let o):
+            if case .transmit(_, let bytes, _, _) = o { networkBytes.sent += bytes.count }
+            emit(o)
         case .request(let purpose, let request, let timeout): _ = self.request(s.id, purpose, request, timeout: timeout)
         case .cancelRequests:
             for id in requests.keys.sorted() where requests[id]?.session == s.id { cancel(id) }
@@ -685,6 +797,11 @@ public final class AgentCore {
             toolCalled(callID: callID, name: name, arguments: arguments)
         case .usage(let u):
             usage += u
+            account(now: now)
+            if today != nil { today!.tokens += Int64(u.totalTokens) }
+            // Judged at the next timeout (now), not here: pausing closes the session
+            // whose events are being read.
+            capsDue = true
             log(.debug, e.description)
         case .transcript(let role, let text, let final, _):
             // Partial lines are many (one per token): only final ones are logged and

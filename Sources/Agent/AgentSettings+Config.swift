@@ -52,6 +52,7 @@ extension AgentSettings {
         self.carryTurns = config.carryTurns
         self.learnedServerReach = config.learnedICEServers
         self.hangupURL = config.hangupURL
+        self.caps = DailyCaps(minutes: config.maxDailyMinutes, tokens: config.maxDailyTokens)
     }
 
 }

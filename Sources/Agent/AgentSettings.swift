@@ -71,6 +71,8 @@ public struct AgentSettings: Sendable {
     /// The function tools offered to the model (the tools file). Their declarations go
     /// in `realtime.tools`; `AgentSettings(config:…)` sets both.
     public var tools: [ToolSpec] = []
+    /// The daily caps (`max-daily-minutes`, `max-daily-tokens`).
+    public var caps = DailyCaps()
 
     public init(route: Route, token: String?, policy: SupervisorPolicy, maxAttempts: Int, runFor: Duration?, eventsChannel: String,
                 sendOnOpen: [String], statsInterval: Duration?, pushToTalk: Bool, turnDetectionName: String,

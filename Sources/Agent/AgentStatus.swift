@@ -19,12 +19,16 @@ public struct AgentStatus: Sendable, Equatable {
     public var problem: String? = nil
     /// The provider's tokens for this run so far (nil before any response reported).
     public var tokens: (input: Int, output: Int)? = nil
+    /// The local day's usage (with a calendar), and the cap reached, if one is.
+    public var today: DailyUsage? = nil
+    public var capped: String? = nil
 
     public static func == (a: AgentStatus, b: AgentStatus) -> Bool {
         a.state == b.state && a.sinceSeconds == b.sinceSeconds && a.muted == b.muted && a.turnDetection.bytesEqual(b.turnDetection)
             && a.reconnects == b.reconnects && a.session == b.session && a.rttMilliseconds == b.rttMilliseconds
             && bytesEqual(a.lastUser, b.lastUser) && bytesEqual(a.lastAssistant, b.lastAssistant) && bytesEqual(a.problem, b.problem)
-            && a.tokens?.input == b.tokens?.input && a.tokens?.output == b.tokens?.output
+            && a.tokens?.input == b.tokens?.input && a.tokens?.output == b.tokens?.output && a.today == b.today
+            && bytesEqual(a.capped, b.capped)
     }
 
     /// The file's bytes: one JSON object and a newline.
@@ -43,6 +47,14 @@ public struct AgentStatus: Sendable, Equatable {
         if let tokens {
             o["tokens_in"] = .number(JSONNumber(tokens.input))
             o["tokens_out"] = .number(JSONNumber(tokens.output))
+        }
+        if let today {
+            var d = JSONObject()
+            d["date"] = .string(DailyUsage.date(today.day))
+            d["connected_s"] = .number(JSONNumber(Double(today.connectedMilliseconds / 100) / 10))
+            d["tokens"] = .number(JSONNumber(Double(today.tokens)))
+            if let capped { d["cap_reached"] = .string(capped) }
+            o["today"] = .object(d)
         }
         return AgentStatus.fileBytes(o)
     }
@@ -71,8 +83,8 @@ extension AgentCore {
         AgentStatus(state: supervisor.state, sinceSeconds: Double((now - stateSince).milliseconds) / 1000, muted: muted,
                     turnDetection: settings.turnDetectionName, reconnects: reconnects, session: activeID,
                     rttMilliseconds: activeSession?.peer?.stats.roundTripTime.map { Double($0.microseconds) / 1000 },
-                    lastUser: lastUserText, lastAssistant: lastAssistantText, problem: problem ?? settings.deviceProblem,
-                    tokens: usage.responses > 0 ? (usage.inputTokens, usage.outputTokens) : nil)
+                    lastUser: lastUserText, lastAssistant: lastAssistantText, problem: problem ?? capped ?? settings.deviceProblem,
+                    tokens: usage.responses > 0 ? (usage.inputTokens, usage.outputTokens) : nil, today: todaySoFar, capped: capped)
     }
 
     func writeStatus() { emit(.status(statusSnapshot)) }

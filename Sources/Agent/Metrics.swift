@@ -58,13 +58,14 @@ extension AgentCore {
         m.sample("linnet_metrics_timestamp_seconds", [], (unixTime * 1000).rounded() / 1000)
 
         m.family("linnet_session_state", "gauge", "1 for the provider session's current state, 0 for the others.")
-        for s in [SessionState.new, .connecting, .connected, .disconnected, .failed, .closed] {
+        for s in [SessionState.new, .connecting, .connected, .disconnected, .failed, .closed, .paused] {
             m.sample("linnet_session_state", [("state", s.rawValue)], s == supervisor.state ? 1 : 0)
         }
         m.family("linnet_session_starts_total", "counter", "Provider sessions started, by reason.")
         m.sample("linnet_session_starts_total", [("reason", "initial")], Double(sessionStarts.initial))
         m.sample("linnet_session_starts_total", [("reason", "reconnect")], Double(sessionStarts.reconnect))
         m.sample("linnet_session_starts_total", [("reason", "rollover")], Double(sessionStarts.rollover))
+        m.sample("linnet_session_starts_total", [("reason", "resume")], Double(sessionStarts.resume))
         m.family("linnet_connects_total", "counter", "Times a provider session connected.")
         m.sample("linnet_connects_total", [], Double(connects))
         if let ms = lastConnectMilliseconds {
@@ -100,6 +101,13 @@ extension AgentCore {
         m.family("linnet_capture_stalls_total", "counter", "Stops of the microphone's audio longer than 200 ms.")
         m.sample("linnet_capture_stalls_total", [], Double(audio.captureStalls))
 
+        m.family("linnet_network_bytes_total", "counter", "UDP payload bytes to and from the provider (STUN, DTLS, SRTP, TURN), by direction.")
+        m.sample("linnet_network_bytes_total", [("direction", "sent")], Double(networkBytes.sent))
+        m.sample("linnet_network_bytes_total", [("direction", "received")], Double(networkBytes.received))
+        m.family("linnet_barge_ins_total", "counter", "Times the user cut the assistant off, by how.")
+        m.sample("linnet_barge_ins_total", [("source", "voice")], Double(bargeIns.voice))
+        m.sample("linnet_barge_ins_total", [("source", "button")], Double(bargeIns.button))
+
         m.family("linnet_tool_calls_total", "counter", "The model's tool calls, by result.")
         m.sample("linnet_tool_calls_total", [("result", "ok")], Double(toolCallsRun))
         m.sample("linnet_tool_calls_total", [("result", "failed")], Double(toolCallsFailed))
@@ -113,6 +121,15 @@ extension AgentCore {
         m.sample("linnet_provider_cached_tokens_total", [], Double(usage.inputCachedTokens))
         m.family("linnet_provider_responses_total", "counter", "Responses that reported usage.")
         m.sample("linnet_provider_responses_total", [], Double(usage.responses))
+
+        if let u = todaySoFar {
+            m.family("linnet_daily_connected_seconds", "gauge", "Connected time on the local day so far (max-daily-minutes counts it).")
+            m.sample("linnet_daily_connected_seconds", [], Double(u.connectedMilliseconds / 100) / 10)
+            m.family("linnet_daily_tokens", "gauge", "The provider's tokens on the local day so far (max-daily-tokens counts them).")
+            m.sample("linnet_daily_tokens", [], Double(u.tokens))
+        }
+        m.family("linnet_daily_cap_reached", "gauge", "1 while a daily cap holds the sessions until the next local day.")
+        m.sample("linnet_daily_cap_reached", [], capped == nil ? 0 : 1)
         return m.bytes
     }
 }

@@ -30,8 +30,11 @@
 import Wire
 
 /// A session's state as app SDKs name them (ARCHITECTURE.md "Sessions").
+///
+/// `paused`: no session, by decision rather than failure (a daily cap is reached); one
+/// starts again when the core resumes the supervisor.
 public enum SessionState: String, Sendable, Equatable {
-    case new, connecting, connected, disconnected, failed, closed
+    case new, connecting, connected, disconnected, failed, closed, paused
 }
 
 /// Why setting up (or keeping) a session failed, as far as retrying is concerned.
@@ -142,6 +145,8 @@ public enum StartReason: String, Sendable, Equatable {
     case reconnect
     /// The primary is near the provider's session limit.
     case rollover
+    /// The first after a pause (a new day under a daily cap).
+    case resume
 }
 
 public enum SupervisorOutput: Sendable, Equatable {
@@ -360,6 +365,27 @@ public final class Supervisor {
         } else if candidate?.id == id {
             failed(id, .transient("the provider ended the session before it connected"), now: now)
         }
+    }
+
+    /// Closes every session and starts none until `resume`: the core decided that no
+    /// session may run now (a daily cap). Pending retries and rollovers are dropped, and
+    /// the failures counted so far with them (the pause is not a failure).
+    public func pause(_ reason: String, now: Instant) {
+        guard !closing, state != .paused else { return }
+        if let c = candidate { emit(.closeSession(id: c.id)) }
+        if let p = primary { emit(.closeSession(id: p.id)) }
+        candidate = nil
+        primary = nil
+        retryAt = nil
+        rolloverAt = nil
+        attempts = 0
+        set(.paused, reason)
+    }
+
+    /// Starts a session again after `pause`.
+    public func resume(now: Instant) {
+        guard !closing, state == .paused else { return }
+        startCandidate(.resume, now: now)
     }
 
     /// Closes everything for good (SIGTERM, --seconds).

@@ -35,6 +35,8 @@ public enum LightState: String, Sendable, Equatable, CaseIterable {
     case error
     /// A tool the model called is running (a door being opened, a light set).
     case working
+    /// No session by decision, not failure: a daily cap holds them until the next day.
+    case paused
 }
 
 /// One LED: colour and APA102 global brightness (0…31).
@@ -75,6 +77,10 @@ public enum StatusPattern {
     /// A tool runs: alternate LEDs swap (one LED blinks) at this half period, slower
     /// than the error's so the two read apart.
     public static let workingHalfPeriod = Duration.milliseconds(250)
+    /// Paused: a short amber flash every 2 s (on a plain LED too), slower than every
+    /// other blink, so "not now, by choice" reads apart from "broken".
+    public static let pausedPeriod = Duration.milliseconds(2000)
+    public static let pausedFlash = Duration.milliseconds(250)
 
     /// The frame of `count` LEDs for `state` at `elapsed` since the state began.
     /// - Parameter level: the microphone level 0…1 (values outside are clamped).
@@ -111,6 +117,9 @@ public enum StatusPattern {
         case .working:
             let phase = Int((t / workingHalfPeriod.nanoseconds) % 2)
             for i in 0..<count where i % 2 == phase { out[i] = color(amber, 31) }
+        case .paused:
+            let on = t % pausedPeriod.nanoseconds < pausedFlash.nanoseconds
+            for i in 0..<count { out[i] = on ? color(amber, 31) : .off }
         }
         return out
     }
@@ -133,6 +142,9 @@ public enum StatusPattern {
         case .error: return next(errorHalfPeriod.nanoseconds)
         case .speaking: return next(speakingPeriod.nanoseconds / 32)
         case .working: return next(workingHalfPeriod.nanoseconds)
+        case .paused:
+            let p = pausedPeriod.nanoseconds, into = t % p
+            return .nanoseconds(t - into + (into < pausedFlash.nanoseconds ? pausedFlash.nanoseconds : p))
         }
     }
 }

@@ -10,4 +10,13 @@ public enum RealtimeClock {
         clock_gettime(CLOCK_REALTIME, &ts)
         return Int64(ts.tv_sec)
     }
+
+    /// The local zone's offset from UTC at `unix` seconds, in seconds (east positive;
+    /// summer time included), as the C library reads it from TZ or /etc/localtime.
+    public static func utcOffsetSeconds(at unix: Int64) -> Int64 {
+        var t = time_t(unix)
+        var parts = tm()
+        guard localtime_r(&t, &parts) != nil else { return 0 }
+        return Int64(parts.tm_gmtoff)
+    }
 }

@@ -59,6 +59,10 @@ public final class Runtime {
     /// process dies with them open (`state-dir`/open-sessions.jsonl); nil: not kept.
     public var pendingClosesPath: String?
     var pendingCloses: [Int: PendingClose] = [:]
+    /// The local day's usage, kept so that a daily cap survives a restart
+    /// (`state-dir`/daily-usage.json); nil: not kept.
+    public var usagePath: String?
+    var usageSaved: (bytes: [UInt8], at: Instant)?
     var timer: DeadlineTimer!
     var watchdog: WatchdogDriver?
     public var button: ButtonInput?
@@ -190,6 +194,7 @@ public final class Runtime {
                 watchdog?.start()
             }
         }
+        core.setCalendar(localCalendar(), restored: restoreUsage())
         core.start(now: loop.now)
         scheduleMetrics()
         drive()
@@ -222,6 +227,7 @@ public final class Runtime {
         case .new, .closed: return (.idle, 0)
         case .connecting: return (.connecting, 0)
         case .disconnected, .failed: return (.error, 0)
+        case .paused: return (.paused, 0)
         case .connected:
             // A tool at work is what the user waits for ("I'll open the door").
             if core.tools.running > 0 { return (.working, 0) }
@@ -404,10 +410,56 @@ public final class Runtime {
 
     // MARK: Files
 
-    /// The status file, on each state change and stats tick; the metrics file too.
+    /// The status file, on each state change and stats tick; the metrics file and the
+    /// day's usage too.
     func writeStatus(_ s: AgentStatus) {
         statusFile.write(s.json)
         writeMetrics()
+        saveUsage(force: true)
+    }
+
+    // MARK: The day's usage
+
+    /// The monotonic clock against local calendar time (the zone's offset now).
+    func localCalendar() -> LocalCalendar {
+        let unix = RealtimeClock.unixSeconds()
+        let local = unix + RealtimeClock.utcOffsetSeconds(at: unix)
+        return LocalCalendar(localSecondsAtZero: local - loop.now.nanoseconds / 1_000_000_000)
+    }
+
+    /// The usage an earlier run kept; nil when there is none or it cannot be used
+    /// (said: the count then starts from zero, and a cap with it).
+    func restoreUsage() -> DailyUsage? {
+        guard let path = usagePath else { return nil }
+        let file: (bytes: [UInt8], info: RegularFileInfo)
+        do throws(FileReadError) { file = try readRegularFile(path, limit: 4096) } catch {
+            if case .open(_, let code, _) = error, code == ENOENT { return nil }
+            Log.warning("the daily usage file \(error): today's usage counts from zero")
+            return nil
+        }
+        guard let u = DailyUsage.parse(file.bytes) else {
+            Log.warning("the daily usage file \(path) is not one Linnet wrote: today's usage counts from zero")
+            return nil
+        }
+        return u
+    }
+
+    /// Writes the day's usage when it changed: at once on a state change, a cap or the
+    /// exit (`force`), else at most once a minute (the file is on the board's SD card,
+    /// and the count lost to a power cut is at most that minute's connected time).
+    func saveUsage(force: Bool) {
+        guard let path = usagePath, let u = core.todaySoFar else { return }
+        let bytes = u.json
+        if let saved = usageSaved {
+            if saved.bytes == bytes { return }
+            if !force, loop.now - saved.at < .seconds(60) { return }
+        }
+        do throws(SafeFile.Failure) { try SafeFile.replace(path, with: bytes) } catch {
+            Log.warning("the daily usage file: \(error); a daily cap will not survive a restart")
+            usagePath = nil
+            return
+        }
+        usageSaved = (bytes, loop.now)
     }
 
     // MARK: Metrics
@@ -423,14 +475,31 @@ public final class Runtime {
 
     func writeMetrics() {
         guard metricsFile.path != nil else { return }
-        metricsFile.write(core.metricsText(version: LinnetVersion.string, unixTime: Double(RealtimeClock.unixSeconds())))
+        var text = core.metricsText(version: LinnetVersion.string, unixTime: Double(RealtimeClock.unixSeconds()))
+        if let w = watchdog {
+            // Whether the pipeline is moving, as the watchdog judges it (0: the pings
+            // are withheld and systemd is about to restart the service).
+            text += Array("""
+                # HELP linnet_watchdog_healthy 1 while the audio pipeline moves (WATCHDOG=1 sent), 0 while the pings are withheld.
+                # TYPE linnet_watchdog_healthy gauge
+                linnet_watchdog_healthy \(w.withheld ? 0 : 1)
+                # HELP linnet_watchdog_pings_total WATCHDOG=1 pings sent to systemd.
+                # TYPE linnet_watchdog_pings_total counter
+                linnet_watchdog_pings_total \(w.pings)
+
+                """.utf8)
+        }
+        metricsFile.write(text)
     }
 
     func scheduleMetrics() {
-        guard metricsFile.path != nil, !stopped else { return }
+        guard metricsFile.path != nil || usagePath != nil, !stopped else { return }
         metricsTimer = loop.schedule(after: Runtime.metricsInterval) { [unowned(unsafe) self] in
             self.feedAudioCounters()
             self.writeMetrics()
+            // The zone's offset may have changed (summer time).
+            self.core.setCalendar(self.localCalendar())
+            self.saveUsage(force: false)
             self.scheduleMetrics()
         }
     }
@@ -455,6 +524,7 @@ public final class Runtime {
         if let t = metricsTimer { loop.cancel(t) }
         // The last figures, with the session closed.
         writeMetrics()
+        saveUsage(force: true)
         watchdog?.stop()
         tools.stopAll()
         button?.close()

@@ -204,6 +204,9 @@ public struct Config: Sendable, Equatable {
     public var carryTurns = 0
     public var maxSessionMinutes = 0
     public var maxSessionSeconds: Int? = nil
+    /// Daily caps: connected minutes and provider tokens a local day (nil: none).
+    public var maxDailyMinutes: Int? = nil
+    public var maxDailyTokens: Int? = nil
     public var eventsChannel = ""
     public var send: String? = nil
     /// The function tools file (JSON), and where its exec tools' programs are.

@@ -140,6 +140,14 @@ extension SettingsTable {
                "the provider's session limit (the agent rolls over to a new session before it)") { $0.maxSessionMinutes = $1 },
         .optional("max-session-seconds", .whole(10...86_400, "a whole number of seconds from 10 to 86400"), .session, .agent,
                   "the session limit in seconds instead (short limits for tests and demos)") { $0.maxSessionSeconds = $1 },
+        .optional("max-daily-minutes", .whole(1...1440, "a whole number of minutes from 1 to 1440"), .session, .agent,
+                  "connected minutes a local day: once reached, no session starts until the next day (kept in state-dir across restarts)") {
+            $0.maxDailyMinutes = $1
+        },
+        .optional("max-daily-tokens", .whole(1...1_000_000_000, "a whole number of tokens from 1 to 1000000000"), .session, .agent,
+                  "the provider's tokens (input and output) a local day: once reached, no session starts until the next day") {
+            $0.maxDailyTokens = $1
+        },
         .value("events-channel", .label("LABEL", limit: 1024), .session, .agent, default: "oai-events",
                "the label of the data channel the provider's events ride on") { $0.eventsChannel = $1 },
         .optional("send", .path(), .session, .agent, "text lines to send on the events channel once it is open") { $0.send = $1 },
@@ -161,7 +169,7 @@ extension SettingsTable {
                   "a label on every event line (tells devices apart in fleet logs)") { $0.eventsLabel = $1 },
         .value("stats-seconds", .whole(0...86_400, "a whole number of seconds from 0 to 86400"), .running, [.agent, .demo],
                default: "0", also: [.demo: "1"], "a stats line every N seconds (0: only at the end)") { $0.statsSeconds = $1 },
-        .optional("state-dir", .path("DIR"), .running, .run,
+        .optional("state-dir", .path("DIR"), .running, .agent,
                   "where run keeps what must outlive it (the provider sessions open now, closed at the next start if the process is killed with them open); default $STATE_DIRECTORY under systemd (/var/lib/linnet)") {
             $0.stateDir = $1
         },

@@ -90,6 +90,36 @@ enum CheckCommand {
             line("metrics", .success("/var/lib/prometheus/node-exporter/linnet.prom, when run as the service (node_exporter's textfile directory)"))
         }
 
+        // Daily caps: what they are and what today has used (the state file run keeps).
+        if config.maxDailyMinutes != nil || config.maxDailyTokens != nil {
+            let caps = DailyCaps(minutes: config.maxDailyMinutes, tokens: config.maxDailyTokens)
+            var limits: [String] = []
+            if let m = caps.minutes { limits.append("\(m) connected minutes") }
+            if let t = caps.tokens { limits.append("\(t) tokens") }
+            let dir = config.stateDir ?? environment("STATE_DIRECTORY").map { String($0.split(byte: UInt8(ascii: ":")).first ?? "") } ?? "/var/lib/linnet"
+            let path = dir + "/daily-usage.json"
+            let unix = RealtimeClock.unixSeconds()
+            let today = Int((unix + RealtimeClock.utcOffsetSeconds(at: unix)) / 86_400)
+            var used = DailyUsage(day: today)
+            var source = "nothing used today"
+            do throws(FileReadError) {
+                let file = try readRegularFile(path, limit: 4096)
+                if let u = DailyUsage.parse(file.bytes) {
+                    if u.day == today { used = u; source = "\(path)" }
+                } else {
+                    warning("caps", "\(path) is not a usage file Linnet wrote; run will count today from zero")
+                }
+            } catch {
+                if case .open(_, let code, _) = error, code == ENOENT {} else { warning("caps", "\(error)") }
+            }
+            let usedText = "today (\(DailyUsage.date(today))) \(used.connectedMilliseconds / 60_000) min connected, \(used.tokens) tokens (\(source))"
+            if let why = caps.reached(used) {
+                warning("caps", "\(why): no session until \(DailyUsage.date(today + 1)) 00:00 local time; \(usedText)")
+            } else {
+                line("caps", .success("a day: \(limits.joined(separator: ", ")); \(usedText)"))
+            }
+        }
+
         var captureCard: Int? = nil, playbackCard: Int? = nil
         if let input = config.input {
             do throws(FileError) {

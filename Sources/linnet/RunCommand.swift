@@ -201,7 +201,10 @@ enum RunCommand {
         runner.events = events
         // systemd's StateDirectory= (a list, colon-separated: the first is ours).
         let stateDir = config.stateDir ?? environment("STATE_DIRECTORY").map { String($0.split(byte: UInt8(ascii: ":")).first ?? "") }
-        if let dir = stateDir, !dir.isEmpty { runner.pendingClosesPath = dir + "/open-sessions.jsonl" }
+        if let dir = stateDir, !dir.isEmpty {
+            runner.pendingClosesPath = dir + "/open-sessions.jsonl"
+            runner.usagePath = dir + "/daily-usage.json"
+        }
         runner.notifier = SystemdNotifier()
         runner.statusFile = status
         // Metrics where node_exporter's textfile collector looks (Debian's default

@@ -1,3 +1,4 @@
+import Foundation
 import Testing
 import Wire
 import JSON
@@ -31,6 +32,34 @@ import JSON
             #expect(ProviderUsage.parse(try JSONValue.parse(bad)) == nil, "\(bad)")
         }
         #expect(ProviderUsage.parse(nil) == nil)
+    }
+
+    /// The Grafana dashboard (board/grafana/linnet-fleet.json) queries only series
+    /// Linnet writes: every `linnet_…` name in its panels is a family of a connected
+    /// core's metrics file, or one of the two the runtime adds under systemd's watchdog.
+    /// (CLITests' prometheusScrapesACall checks them against a real Prometheus.)
+    @Test func theDashboardQueriesOnlyWrittenSeries() throws {
+        let w = try ProviderWorld(ProviderWorld.Options())
+        w.core.setCalendar(LocalCalendar(localSecondsAtZero: 0))
+        w.startCore()
+        _ = try #require(w.run(within: .seconds(10)) { w.core.state == .connected && w.core.activePeer?.stats.roundTripTime != nil })
+        let text = String(decoding: w.core.metricsText(version: "t", unixTime: 0), as: UTF8.self)
+        var written = Set(text.split(separator: "\n").filter { $0.hasPrefix("# TYPE ") }.map { String($0.split(separator: " ")[2]) })
+        written.formUnion(["linnet_watchdog_healthy", "linnet_watchdog_pings_total"])
+        let path = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+            .appendingPathComponent("board/grafana/linnet-fleet.json").path
+        let dashboard = try String(contentsOfFile: path, encoding: .utf8)
+        var named = Set<String>()
+        var rest = Substring(dashboard)
+        while let r = rest.range(of: "linnet_") {
+            let tail = rest[r.lowerBound...]
+            let name = tail.prefix { $0.isLetter || $0.isNumber || $0 == "_" }
+            named.insert(String(name))
+            rest = tail.dropFirst(name.count)
+        }
+        named.remove("linnet_")  // the uid "linnet-fleet" is not a series, and has no underscore
+        #expect(named.count >= 20)
+        #expect(named.subtracting(written).isEmpty, "the dashboard names series Linnet never writes: \(named.subtracting(written).sorted())")
     }
 
     @Test func labelValuesAreEscaped() {

@@ -197,6 +197,94 @@ import Glibc
         #expect(try FileManager.default.contentsOfDirectory(atPath: dir) == ["linnet.prom"])
     }
 
+    /// The fleet's whole path with the real servers: Linnet writes linnet.prom, Debian's
+    /// node_exporter serves it, Debian's Prometheus scrapes it every second during a call.
+    /// Prometheus's HTTP API then answers with the call's known figures (one connected
+    /// session while it runs; after it, the tokens the stand-in said it sent, one
+    /// connect, the closed state), and every series the Grafana dashboard
+    /// (board/grafana/linnet-fleet.json) names was scraped (the watchdog's only under
+    /// systemd, which this run is not: they are on the virtual board).
+    @Test func prometheusScrapesACall() throws {
+        guard let exporter = NodeExporter.require(), let prometheus = PrometheusServer.require(),
+              let python = InteropPeer.require() else { return }
+        let dir = temporary("prom-textfiles")
+        try? FileManager.default.removeItem(atPath: dir)
+        try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        let (served, exporterPort) = try exporter.serve(directory: dir)
+        defer { served.stop() }
+        let server = try prometheus.start(target: "127.0.0.1:\(exporterPort)", name: "prom")
+        defer { server.stop() }
+        guard let r = try start(["--reply", "Hello there, friend."], name: "openai-prom", linnet: ["--textfile-dir", dir]) else { return }
+        defer { for f in r.cleanup { unlink(f) } }
+        #expect(r.agent.waitFor(type("provider_session") { $0["state"] as? String == "updated" }) != nil)
+        // Scraped while the call is up: the device is connected, and the scrape is good.
+        #expect(try server.waitFor(#"linnet_session_state{state="connected"}"#, equals: 1, python: python), "never scraped connected")
+        #expect(try server.value(#"up{job="linnet"}"#, python: python) == 1)
+        for _ in 0..<2 {
+            talk(r.agent)
+            #expect(r.agent.waitFor(finalTranscript("assistant", "Hello there, friend.")) != nil)
+        }
+        let session = try end(r)
+        let sent = session["openai_usage_sent"] as? [[String: Any]] ?? []
+        #expect(sent.count >= 2, "\(sent)")
+        func sum(_ a: String, _ b: String) -> Double { Double(sent.reduce(0) { $0 + ((($1[a] as? [String: Any])?[b] as? Int) ?? 0) }) }
+        // The last file (the closed session) scraped: its figures are the call's.
+        #expect(try server.waitFor(#"linnet_session_state{state="closed"}"#, equals: 1, python: python), "never scraped the closed state")
+        #expect(try server.value("node_textfile_scrape_error", python: python) == 0)
+        #expect(try server.value(#"linnet_provider_tokens_total{direction="input",modality="audio"}"#, python: python) == sum("input_token_details", "audio_tokens"))
+        #expect(try server.value(#"linnet_provider_tokens_total{direction="output",modality="audio"}"#, python: python) == sum("output_token_details", "audio_tokens"))
+        #expect(try server.value(#"linnet_provider_tokens_total{direction="output",modality="text"}"#, python: python) == sum("output_token_details", "text_tokens"))
+        #expect(try server.value("linnet_provider_responses_total", python: python) == Double(sent.count))
+        #expect(try server.value("linnet_connects_total", python: python) == 1)
+        let tokens = sum("input_token_details", "audio_tokens") + sum("input_token_details", "text_tokens")
+            + sum("output_token_details", "audio_tokens") + sum("output_token_details", "text_tokens")
+        #expect(try server.value("linnet_daily_tokens", python: python) == tokens, "the day's count is the responses' tokens")
+        #expect((try server.value(#"linnet_network_bytes_total{direction="received"}"#, python: python) ?? 0) > 10_000)
+        // The dashboard's series, each scraped at least once during the call.
+        let names = try GrafanaDashboard.load().seriesNames
+        #expect(names.count >= 20, "\(names)")
+        for name in names where !name.hasPrefix("linnet_watchdog_") {
+            let seen = try server.value("count(last_over_time({__name__=\"\(name)\"}[10m]))", python: python)
+            #expect((seen ?? 0) > 0, "the dashboard's \(name) was never scraped")
+        }
+    }
+
+    /// A daily token cap through the binary: once the responses' tokens reach it the
+    /// session is closed and the state is `paused` (events, status file); the day's
+    /// count is in state-dir. A restart with the same state-dir starts paused and sends
+    /// the provider nothing; `linnet check` says the cap is reached.
+    @Test func aDailyTokenCapHoldsAcrossARestart() throws {
+        let state = temporary("cap-state"), status = temporary("cap-status.json")
+        try? FileManager.default.removeItem(atPath: state)
+        try FileManager.default.createDirectory(atPath: state, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(atPath: state); unlink(status) }
+        let caps = ["--max-daily-tokens", "50", "--state-dir", state, "--status-file", status]
+        guard let r = try start(["--reply", "Hello there, friend."], name: "openai-cap", linnet: caps) else { return }
+        defer { for f in r.cleanup { unlink(f) } }
+        #expect(r.agent.waitFor(type("provider_session") { $0["state"] as? String == "updated" }) != nil)
+        talk(r.agent)
+        #expect(r.agent.waitFor(type("cap") { $0["reached"] as? Bool == true }) != nil)
+        #expect(r.agent.waitFor { isState($0, "paused") } != nil)
+        // The status file is written just after the event line: read it after the next one.
+        #expect(r.agent.waitFor(type("stats")) != nil)
+        let statusText = (try? String(contentsOfFile: status, encoding: .utf8)) ?? ""
+        #expect(statusText.contains(#""state":"paused""#) && statusText.contains("max-daily-tokens reached"), "\(statusText)")
+        _ = try end(r)
+        let kept = try String(contentsOfFile: state + "/daily-usage.json", encoding: .utf8)
+        let tokens = (try JSONSerialization.jsonObject(with: Data(kept.utf8)) as? [String: Any])?["tokens"] as? Int ?? 0
+        #expect(tokens >= 50, "\(kept)")
+
+        // Restarted: paused from the start, no offer made.
+        guard let again = try start(["--reply", "Hello there, friend."], name: "openai-cap2", linnet: caps) else { return }
+        defer { for f in again.cleanup { unlink(f) } }
+        #expect(again.agent.waitFor { isState($0, "paused") } != nil)
+        let call = try end(again)
+        #expect(call.isEmpty || (call["ever_connected"] as? Bool) != true, "no session while capped: \(call)")
+        let check = try Linnet.run(["check", "--max-daily-tokens", "50", "--state-dir", state, "--capture", "none", "--playback", "none"])
+        #expect(check.out.contains("caps: WARNING, max-daily-tokens reached"), "\(check.out)")
+    }
+
     /// Barge-in while a long answer is being generated: Linnet cancels it, and the
     /// stand-in (`--cancel-done-after 1.5`) keeps the cancelled response active for
     /// 1.5 s, refusing any `response.create` before its `response.done` with
@@ -267,8 +355,129 @@ import Glibc
 }
 
 /// Debian's prometheus-node-exporter, with only its textfile collector, on a free port.
+/// Debian's Prometheus server, scraping one target every second, with its own empty
+/// storage; queried through its HTTP API (`/api/v1/query`).
+struct PrometheusServer {
+    let path: String
+
+    static func require() -> PrometheusServer? {
+        let p = "/usr/bin/prometheus"
+        if FileManager.default.isExecutableFile(atPath: p) { return PrometheusServer(path: p) }
+        if ProcessInfo.processInfo.environment["CI"] != nil {
+            Issue.record("prometheus is not installed (make setup installs it)")
+        }
+        return nil
+    }
+
+    final class Running {
+        let process: LineProcess
+        let port: Int
+        let dir: String
+        init(process: LineProcess, port: Int, dir: String) {
+            self.process = process
+            self.port = port
+            self.dir = dir
+        }
+        func stop() {
+            process.stop()
+            try? FileManager.default.removeItem(atPath: dir)
+        }
+
+        /// The instant query's single value (nil: no series). Waits, bounded, for the
+        /// answer with `equals` when given (the scrape is every second).
+        func query(_ expr: String, equals: Double?, python: String) throws -> Double? {
+            let script = """
+            import json, sys, time, urllib.parse, urllib.request
+            url = 'http://127.0.0.1:\(port)/api/v1/query?' + urllib.parse.urlencode({'query': sys.argv[1]})
+            want = None if sys.argv[2] == '-' else float(sys.argv[2])
+            deadline = time.monotonic() + 30
+            while True:
+                r = json.load(urllib.request.urlopen(url, timeout=10))['data']['result']
+                v = float(r[0]['value'][1]) if len(r) == 1 else None
+                if want is None or v == want or time.monotonic() > deadline:
+                    break
+                time.sleep(0.2)
+            print('none' if v is None else repr(v), flush=True)
+            """
+            let p = try LineProcess(python, ["-c", script, expr, equals.map { String($0) } ?? "-"], stderr: temporary("prom-query.log"))
+            defer { p.stop() }
+            guard let line = p.nextLine() else { throw NSError(domain: "prometheus query failed: \(expr)", code: 1) }
+            return Double(line)
+        }
+        func value(_ expr: String, python: String) throws -> Double? { try query(expr, equals: nil, python: python) }
+        func waitFor(_ expr: String, equals: Double, python: String) throws -> Bool { try query(expr, equals: equals, python: python) == equals }
+    }
+
+    func start(target: String, name: String) throws -> Running {
+        let dir = temporary("\(name)-prometheus")
+        try? FileManager.default.removeItem(atPath: dir)
+        try FileManager.default.createDirectory(atPath: dir + "/data", withIntermediateDirectories: true)
+        try """
+            global:
+              scrape_interval: 1s
+              evaluation_interval: 1s
+            scrape_configs:
+              - job_name: linnet
+                static_configs:
+                  - targets: ['\(target)']
+            """.write(toFile: dir + "/prometheus.yml", atomically: true, encoding: .utf8)
+        let (s, port) = boundTCPSocket()
+        close(s)
+        let p = try LineProcess("/bin/sh", ["-c", "exec \(path) --config.file=\(dir)/prometheus.yml --storage.tsdb.path=\(dir)/data --web.listen-address=127.0.0.1:\(port) 2>&1"],
+                                stderr: temporary("\(name)-prometheus.log"))
+        guard p.waitFor({ $0.contains("Server is ready to receive web requests") }) != nil else {
+            p.stop()
+            throw NSError(domain: "prometheus did not start", code: 1)
+        }
+        return Running(process: p, port: port, dir: dir)
+    }
+}
+
+/// board/grafana/linnet-fleet.json: the metric names its panels query.
+struct GrafanaDashboard {
+    let json: [String: Any]
+
+    static func load() throws -> GrafanaDashboard {
+        let path = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+            .appendingPathComponent("board/grafana/linnet-fleet.json").path
+        return GrafanaDashboard(json: try JSONSerialization.jsonObject(with: Data(contentsOf: URL(fileURLWithPath: path))) as? [String: Any] ?? [:])
+    }
+
+    var expressions: [String] {
+        (json["panels"] as? [[String: Any]] ?? []).flatMap { ($0["targets"] as? [[String: Any]] ?? []).compactMap { $0["expr"] as? String } }
+    }
+
+    /// Every `linnet_…` name in the panels' expressions.
+    var seriesNames: [String] {
+        var names = Set<String>()
+        for e in expressions {
+            var rest = Substring(e)
+            while let r = rest.range(of: "linnet_") {
+                let tail = rest[r.lowerBound...]
+                let name = tail.prefix { $0.isLetter || $0.isNumber || $0 == "_" }
+                names.insert(String(name))
+                rest = tail.dropFirst(name.count)
+            }
+        }
+        return names.sorted()
+    }
+}
+
 struct NodeExporter {
     let path: String
+
+    /// node_exporter serving `directory`'s textfiles on a free port until stopped.
+    func serve(directory: String) throws -> (LineProcess, Int) {
+        let (s, port) = boundTCPSocket()
+        close(s)
+        let exporter = try LineProcess("/bin/sh", ["-c", "exec \(path) --web.listen-address=127.0.0.1:\(port) --collector.disable-defaults --collector.textfile --collector.textfile.directory=\(directory) 2>&1"],
+                                       stderr: temporary("node-exporter-serve.log"))
+        guard exporter.waitFor({ $0.contains("Listening on") }) != nil else {
+            exporter.stop()
+            throw NSError(domain: "node_exporter did not start", code: 1)
+        }
+        return (exporter, port)
+    }
 
     /// The binary, or nil to skip; on CI a missing one is a failure (scripts/setup.sh
     /// installs it).

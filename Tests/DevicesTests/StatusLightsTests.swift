@@ -81,6 +81,19 @@ func at(_ millis: Int64) -> Duration { .milliseconds(millis) }
         #expect(one == [true, false, true, false])
         #expect(StatusPattern.nextChange(.working, elapsed: at(260)) == at(500))
     }
+
+    /// Paused (a daily cap): every LED flashes amber for 250 ms every 2 s, on a plain
+    /// LED too, slower than any other state's blink; the next change is the flash's
+    /// edge.
+    @Test func pausedFlashesSlowly() {
+        let amber = LEDColor(red: 255, green: 140, blue: 0, brightness: 31)
+        let one = stride(from: 0, to: 4_000, by: 125).map { StatusPattern.frame(.paused, level: 0, elapsed: at(Int64($0)), count: 1)[0].isOn }
+        #expect(one.enumerated().filter { $0.element }.map { $0.offset * 125 } == [0, 125, 2_000, 2_125])
+        #expect(StatusPattern.frame(.paused, level: 0, elapsed: at(100), count: 3) == [amber, amber, amber])
+        #expect(StatusPattern.nextChange(.paused, elapsed: at(100)) == at(250))
+        #expect(StatusPattern.nextChange(.paused, elapsed: at(250)) == at(2_000))
+        #expect(StatusPattern.nextChange(.paused, elapsed: at(2_100)) == at(2_250))
+    }
 }
 
 @Suite struct APA102Tests {

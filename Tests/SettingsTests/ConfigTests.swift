@@ -87,6 +87,8 @@ func message(_ body: () throws(ConfigError) -> Config) -> String? {
         carry-turns = 8
         max-session-minutes = 30
         max-session-seconds = 90
+        max-daily-minutes = 120
+        max-daily-tokens = 250000
         max-attempts = 5
         loop-input = yes
         openai-url = http://127.0.0.1:9/v1/realtime/calls
@@ -136,6 +138,7 @@ func message(_ body: () throws(ConfigError) -> Config) -> String? {
         #expect(c.maxSessionSeconds == 90 && c.maximumSessionSeconds == 90 && c.maxAttempts == 5 && c.loopInput)
         #expect(c.openaiURL.port == 9 && c.send == "/tmp/lines.txt" && c.eventsChannel == "kitchen-events")
         #expect(c.tools == "/etc/linnet/tools.json" && c.toolsDir == "/opt/door/tools" && c.textfileDir == "/var/lib/node-exporter")
+        #expect(c.maxDailyMinutes == 120 && c.maxDailyTokens == 250_000)
         #expect(c.aec && c.aecFilterMS == 300 && c.aecSuppressDB == 30 && c.noiseSuppressDB == 12 && c.voiceFlag)
         #expect(c.duplex == .full && c.micHold == .never && c.bargeInMS == 300)
         #expect(c.iceServers.map(\.description) == ["turn:turn.example.net:3478?transport=tcp", "turns:turn.example.net:5349", "stun:[2001:db8::1]:3479"])
