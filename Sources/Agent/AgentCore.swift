@@ -564,6 +564,8 @@ public final class AgentCore {
             if !speaksRealtime { s.queued = settings.sendOnOpen }
             sessions[id] = s
             record("session", [("id", .number(JSONNumber(id))), ("reason", .string(reason.rawValue))])
+            emit(.journal(.info, "session \(id): starting (\(reason.rawValue))",
+                          [("MESSAGE_ID", JournalMessage.sessionStarted), ("LINNET_SESSION", String(id)), ("LINNET_REASON", reason.rawValue)]))
             emit(.bind(session: id))
         case .restartICE(let id):
             guard let s = sessions[id] else { return supervisor.restartFailed(id, now: now) }
@@ -627,7 +629,10 @@ public final class AgentCore {
         }
         if state == .connected { problem = nil }
         let text = reason.map { "\(state.rawValue): \($0)" } ?? state.rawValue
-        log(state == .failed ? .error : .info, "session \(text)")
+        var journal = [("MESSAGE_ID", JournalMessage.stateChanged), ("LINNET_STATE", state.rawValue)]
+        if let id = activeID ?? supervisor.pendingSession { journal.append(("LINNET_SESSION", String(id))) }
+        if let reason { journal.append(("LINNET_REASON", reason)) }
+        emit(.journal(state == .failed ? .error : .info, "session \(text)", journal))
         var fields: [(String, JSONValue)] = [("state", .string(state.rawValue))]
         if let reason { fields.append(("reason", .string(reason))) }
         record("state", fields)

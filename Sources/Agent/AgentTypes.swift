@@ -87,6 +87,9 @@ public enum AgentOutput {
     /// A line for the `--events` file.
     case record(String, [(String, JSONValue)])
     case log(AgentLogLevel, String)
+    /// A log line with journald fields (`JournalMessage`): the lines a fleet's logs are
+    /// searched by.
+    case journal(AgentLogLevel, String, [(String, String)])
     /// systemd's `STATUS=`.
     case notify(String)
     /// Rewrite the status file.
@@ -112,4 +115,15 @@ enum RunLife: Equatable {
 enum AssistantVoice: Equatable {
     case silent
     case speaking(since: Instant)
+}
+
+/// The journal's message ids (`MESSAGE_ID=`, 128 bits as hex, made once for Linnet) of
+/// the lines a fleet searches its shipped logs by, with the fields each carries.
+public enum JournalMessage {
+    /// The session state changed: `LINNET_STATE`, `LINNET_SESSION` (when one is
+    /// active or being set up), `LINNET_REASON` (when given).
+    public static let stateChanged = "0e2cd5e273cb4042ac189835bf4db46b"
+    /// A provider session is being started: `LINNET_SESSION`, `LINNET_REASON` (initial,
+    /// reconnect, rollover, resume).
+    public static let sessionStarted = "dbaec74cf13a46d88e2db77b38f60a7e"
 }

@@ -21,6 +21,15 @@ public enum Log {
         writeLine(format(lvl, message()))
     }
 
+    /// A line with journald fields (`MESSAGE_ID`, `LINNET_STATE`…): a native journal
+    /// entry when standard error goes to the journal, else written as any other line.
+    public static func structured(_ lvl: LogLevel, _ message: String, _ fields: [(String, String)]) {
+        guard lvl <= level else { return }
+        if journal, let j = Journal.shared,
+           j.send([("MESSAGE", message), ("PRIORITY", String(lvl.rawValue)), ("SYSLOG_IDENTIFIER", "linnet")] + fields) { return }
+        writeLine(format(lvl, message))
+    }
+
     /// The line exactly as written (without the newline).
     public static func format(_ lvl: LogLevel, _ message: String) -> String {
         if journal { return "<\(lvl.rawValue)>" + message }

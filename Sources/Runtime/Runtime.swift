@@ -306,6 +306,15 @@ public final class Runtime {
                 case .info: Log.info(text)
                 case .debug: Log.debug(text)
                 }
+            case .journal(let level, let text, let fields):
+                let l: LogLevel
+                switch level {
+                case .error: l = .error
+                case .warning: l = .warning
+                case .info: l = .info
+                case .debug: l = .debug
+                }
+                Log.structured(l, text, fields)
             case .notify(let text):
                 _ = notifier?.status(text)
             case .status(let s):

@@ -154,3 +154,24 @@ import JSON
         #expect(status.contains(#""today":{"date":"2026-12-04","connected_s":"#), "\(status)")
     }
 }
+
+/// journald's fields on the lines a fleet searches by (the virtual board checks them in
+/// a real journal: board/vm/vboard.sh, call).
+@Suite struct JournalFieldsTests {
+    /// Every state change carries MESSAGE_ID, LINNET_STATE and LINNET_SESSION; every
+    /// session start its reason. A rollover is found by its reason.
+    @Test func stateChangesAndStartsCarryTheirFields() throws {
+        var o = ProviderWorld.Options()
+        o.maximumSessionAge = .seconds(30)
+        let w = try ProviderWorld(o)
+        w.startCore()
+        _ = try #require(w.run(within: .seconds(60)) { w.core.sessionIDs.contains(2) && w.core.activeID == 2 })
+        func field(_ e: (at: Instant, text: String, fields: [(String, String)]), _ k: String) -> String? { e.fields.first { $0.0 == k }?.1 }
+        let states = w.journal.filter { field($0, "MESSAGE_ID") == JournalMessage.stateChanged }
+        #expect(states.map { field($0, "LINNET_STATE") ?? "?" } == ["connecting", "connected"])
+        #expect(states.allSatisfy { field($0, "LINNET_SESSION") == "1" })
+        let starts = w.journal.filter { field($0, "MESSAGE_ID") == JournalMessage.sessionStarted }
+        #expect(starts.map { "\(field($0, "LINNET_SESSION") ?? "?") \(field($0, "LINNET_REASON") ?? "?")" } == ["1 initial", "2 rollover"])
+    }
+
+}

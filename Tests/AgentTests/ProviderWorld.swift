@@ -127,6 +127,8 @@ final class ProviderWorld {
     // What the core said.
     var records: [Record] = []
     var logs: [(at: Instant, level: AgentLogLevel, text: String)] = []
+    /// The log lines with journald fields.
+    var journal: [(at: Instant, text: String, fields: [(String, String)])] = []
     var statuses: [(at: Instant, status: AgentStatus)] = []
     var mutes: [(at: Instant, muted: Bool)] = []
     /// ICE servers the answers named (`.iceServers`), in order.
@@ -313,6 +315,11 @@ final class ProviderWorld {
                 if options.keepHistory { records.append(Record(at: now, type: type, fields: fields)) }
             case .log(let level, let text):
                 if options.keepHistory { logs.append((now, level, text)) }
+            case .journal(let level, let text, let fields):
+                if options.keepHistory {
+                    logs.append((now, level, text))
+                    journal.append((now, text, fields))
+                }
             case .notify:
                 break
             case .status(let s):
@@ -335,7 +342,7 @@ final class ProviderWorld {
         let t = now - start
         switch output {
         case .transmit, .timeout: return
-        case .log(let level, let text): print("world \(t): log \(level) \(text)")
+        case .log(let level, let text), .journal(let level, let text, _): print("world \(t): log \(level) \(text)")
         case .record(let type, let fields):
             print("world \(t): record \(type) " + fields.map { "\($0.0)=" + String(decoding: $0.1.serialized(), as: UTF8.self) }.joined(separator: " "))
         case .http(let id, let r, let timeout): print("world \(t): http \(id) \(r.method) \(r.url) (timeout \(timeout))")

@@ -259,7 +259,7 @@ final class CoreSoak {
                     if let p = previous, p.closeStarted == nil { rolloversSwitchedBeforeClose += 1 }
                 }
             }
-        case .log(let level, let text):
+        case .log(let level, let text), .journal(let level, let text, _):
             if level == .warning || level == .error { note("\(level) \(text)") }
             if text.contains("the provider closed the call") { unexpected.append("t=\((now - start).milliseconds / 1000) s: \(text)") }
             if text.contains("could not send on") || text.contains("cannot open the") {

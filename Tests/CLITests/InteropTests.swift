@@ -68,6 +68,27 @@ final class InteropPeer {
     }
 }
 
+/// The part of `x` from the first to the last 100 ms window in which `f` dominates:
+/// the echo as it came back, without the silence before the call connected (a loaded
+/// machine connects later, and the output file starts at once) or after it closed.
+/// Judging that span keeps every gap inside the call in the judgement.
+func toneSpan(_ x: [Int16], _ f: Double, rate: Int) -> [Int16] {
+    let w = rate / 10
+    var first: Int?, last = 0
+    var i = 0
+    while i + w <= x.count {
+        let window = x[i..<(i + w)]
+        let others = max(Signal.power(window, f * 0.7, rate: rate), Signal.power(window, f * 1.3, rate: rate))
+        if Signal.power(window, f, rate: rate) > 100 * others {
+            if first == nil { first = i }
+            last = i + w
+        }
+        i += w
+    }
+    guard let first else { return [] }
+    return Array(x[first..<last])
+}
+
 /// 100 ms windows of `x` in which `f` dominates (≥ 20 dB over ±30 % of f) at a level
 /// within `levelDB` of `rms`.
 func fractionOfWindowsWithTone(_ x: [Int16], _ f: Double, rate: Int, rms: Double, levelDB: Double = 3) -> Double {

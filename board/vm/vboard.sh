@@ -218,6 +218,22 @@ sc_call() {
   poll 90 "service connected" connected || { g 'journalctl -u linnet -n 40 --no-pager' >&2; return 1; }
   ptt_exchange call 4 || { cat "$work/call.judge" >&2; return 1; }
   cat "$work/call.judge"
+  # journald's structured fields (Linnet's native journal entries): a fleet's
+  # `journalctl MESSAGE_ID=…` finds the state changes and the session starts, with the
+  # state and session as fields, and each such line is in the journal once.
+  g 'journalctl -b -u linnet -o json --no-pager' > "$work/call.journal.json" 2>/dev/null || true
+  python3 - "$work/call.journal.json" <<'PY' || return 1
+import json, sys
+entries = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
+state = [e for e in entries if e.get("MESSAGE_ID") == "0e2cd5e273cb4042ac189835bf4db46b"]
+starts = [e for e in entries if e.get("MESSAGE_ID") == "dbaec74cf13a46d88e2db77b38f60a7e"]
+connected = [e for e in state if e.get("LINNET_STATE") == "connected" and e.get("LINNET_SESSION")]
+plain = [e for e in entries if e.get("MESSAGE") == "session connected" and "MESSAGE_ID" not in e]
+ok = bool(connected) and any(e.get("LINNET_REASON") == "initial" for e in starts) and not plain
+print(f"journal: {len(state)} state changes with MESSAGE_ID (connected in session {connected[0]['LINNET_SESSION'] if connected else '-'}), "
+      f"{len(starts)} session starts ({', '.join(e.get('LINNET_REASON', '?') for e in starts)}), {len(plain)} without fields")
+sys.exit(0 if ok else 1)
+PY
 }
 
 sc_watchdog() {
