@@ -88,7 +88,7 @@ public final class AgentCore {
     public private(set) var reconnects = 0
     /// Sessions started, by reason (`StartReason`: initial, reconnect, rollover), and
     /// those that connected: the fleet metrics' counters.
-    public private(set) var sessionStarts = (initial: 0, reconnect: 0, rollover: 0, resume: 0)
+    public private(set) var sessionStarts = (initial: 0, reconnect: 0, rollover: 0, resume: 0, demand: 0)
     public private(set) var connects = 0
     /// The user cut the assistant off: with their voice (the local barge-in) or by
     /// pressing the button while it spoke.
@@ -109,6 +109,14 @@ public final class AgentCore {
     /// Why no session may run until the next local day (a daily cap), while it lasts.
     public private(set) var capped: String?
     var capsDue = false
+    /// Session on demand (OnDemand.swift): the audio from the press, the press still to
+    /// be given to the new session's conversation, a release that waits for the backlog,
+    /// when someone last spoke, and the press's wait for its first packet.
+    var backlog = UplinkBacklog()
+    var demandPress: Instant?
+    var releaseAfterBacklog = false
+    var lastActivity = Instant.zero
+    public internal(set) var pressToFirstPacket: Duration?
     /// What the status file names as the reason nothing works (`insufficient_quota`).
     public private(set) var problem: String?
     public private(set) var lastConnectMilliseconds: Int64?
@@ -166,6 +174,8 @@ public final class AgentCore {
         // A cap reached earlier today (before a restart) holds from the start.
         if let u = today, let why = settings.caps.reached(u) {
             pauseForCap(why, now: now)
+        } else if settings.onDemand {
+            supervisor.pause(AgentCore.waitingForPress, now: now)
         } else {
             supervisor.start(now: now)
         }
@@ -219,7 +229,8 @@ public final class AgentCore {
             capped = nil
             log(.info, "a new day (\(DailyUsage.date(u.day))): sessions start again")
             record("cap", [("reached", .bool(false)), ("date", .string(DailyUsage.date(u.day)))])
-            supervisor.resume(now: now)
+            // On demand the new day waits for a press, as any other moment does.
+            if !settings.onDemand { supervisor.resume(now: now) }
             driveSupervisor()
         }
     }
@@ -352,6 +363,12 @@ public final class AgentCore {
     /// One uplink frame (capture → hooks → mute gate), for the session carrying the audio.
     public func uplink(_ frame: UnsafeBufferPointer<Int16>, now: Instant) {
         self.now = now
+        if backlog.active {
+            // On demand, from the press until the backlog is out: in order behind it.
+            backlog.append(frame)
+            sendBacklog(now: now)
+            return
+        }
         guard let s = activeSession, s.wasConnected, !s.closing, let media = s.media else { return }
         if halfDuplexHolds {
             // The gate ramps the device's audio down; what is sent is silence even for
@@ -424,8 +441,18 @@ public final class AgentCore {
         if settings.pushToTalk {
             record("ptt", [("talking", .bool(down))])
             if down, assistantSpeaking { bargeIns.button += 1 }
-            // The conversation first: a release's tail keeps the microphone open.
-            if down { conversation.press(now: now) } else { conversation.release(now: now) }
+            lastActivity = now
+            if down, settings.onDemand, supervisor.state == .paused { startOnDemand(now: now) }
+            // The conversation first: a release's tail keeps the microphone open. While
+            // an on-demand press's backlog is being sent, the press reaches the new
+            // conversation first and the release after the backlog (OnDemand.swift).
+            if backlog.active {
+                releaseAfterBacklog = !down
+            } else if down {
+                conversation.press(now: now)
+            } else {
+                conversation.release(now: now)
+            }
             setMuted(!down)
             drainConversation()
         } else if down {
@@ -478,6 +505,7 @@ public final class AgentCore {
         self.now = now
         account(now: now)
         judgeCaps(now: now)
+        closeIfIdle(now: now)
         if let end = endAt, now >= end, !stopping {
             endAt = nil
             stop(.ok, reason: "ending after \((settings.runFor ?? .zero).milliseconds / 1000) s (--seconds)", now: now)
@@ -520,6 +548,7 @@ public final class AgentCore {
         if let c = conversation.nextDeadline { t = min(t, c) }
         if let d = tools.deadline { t = min(t, d) }
         if let d = capDeadline { t = min(t, d) }
+        if let d = idleDeadline { t = min(t, d) }
         return t
     }
 
@@ -557,6 +586,7 @@ public final class AgentCore {
             case .reconnect: sessionStarts.reconnect += 1
             case .rollover: sessionStarts.rollover += 1
             case .resume: sessionStarts.resume += 1
+            case .demand: sessionStarts.demand += 1
             }
             let s = SessionMachine(id: id, settings: settings, deviceCredential: deviceCredential, identity: identity, crypto: crypto,
                                    peerSeed: seed.next(), now: now)
@@ -832,6 +862,7 @@ public final class AgentCore {
             log(.info, e.description)
         case .speaking(let on):
             assistant = on ? .speaking(since: now) : .silent
+            lastActivity = now
             syncMic()
             log(.debug, e.description)
         case .sessionReady, .userSpeech:
@@ -890,7 +921,8 @@ public final class AgentCore {
     /// shut because the assistant speaks.
     var wantMicClosed: Bool {
         let user = muted && !(settings.pushToTalk && conversation.isInTail)
-        return user || (speaksRealtime && !conversation.isConfigured) || halfDuplexHolds
+        // On demand the press's audio is kept before the session is configured.
+        return user || (speaksRealtime && !conversation.isConfigured && !backlog.active) || halfDuplexHolds
     }
 
     /// Tells the supervisor whether this is a quiet moment for a rollover's switch.

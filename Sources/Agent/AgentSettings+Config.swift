@@ -53,6 +53,8 @@ extension AgentSettings {
         self.learnedServerReach = config.learnedICEServers
         self.hangupURL = config.hangupURL
         self.caps = DailyCaps(minutes: config.maxDailyMinutes, tokens: config.maxDailyTokens)
+        self.onDemand = config.sessionMode == .onDemand
+        self.idleTimeout = .seconds(Int64(config.idleSeconds))
     }
 
 }

@@ -73,6 +73,10 @@ public struct AgentSettings: Sendable {
     public var tools: [ToolSpec] = []
     /// The daily caps (`max-daily-minutes`, `max-daily-tokens`).
     public var caps = DailyCaps()
+    /// `session = on-demand`: no session until a press; it closes after `idleTimeout`
+    /// with no speech either way.
+    public var onDemand = false
+    public var idleTimeout = Duration.seconds(30)
 
     public init(route: Route, token: String?, policy: SupervisorPolicy, maxAttempts: Int, runFor: Duration?, eventsChannel: String,
                 sendOnOpen: [String], statsInterval: Duration?, pushToTalk: Bool, turnDetectionName: String,

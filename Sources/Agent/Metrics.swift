@@ -66,6 +66,11 @@ extension AgentCore {
         m.sample("linnet_session_starts_total", [("reason", "reconnect")], Double(sessionStarts.reconnect))
         m.sample("linnet_session_starts_total", [("reason", "rollover")], Double(sessionStarts.rollover))
         m.sample("linnet_session_starts_total", [("reason", "resume")], Double(sessionStarts.resume))
+        m.sample("linnet_session_starts_total", [("reason", "demand")], Double(sessionStarts.demand))
+        if let d = pressToFirstPacket {
+            m.family("linnet_on_demand_first_packet_seconds", "gauge", "Session on demand: from the last press that started a session to its first audio packet.")
+            m.sample("linnet_on_demand_first_packet_seconds", [], Double(d.milliseconds) / 1000)
+        }
         m.family("linnet_connects_total", "counter", "Times a provider session connected.")
         m.sample("linnet_connects_total", [], Double(connects))
         if let ms = lastConnectMilliseconds {

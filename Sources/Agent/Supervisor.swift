@@ -147,6 +147,8 @@ public enum StartReason: String, Sendable, Equatable {
     case rollover
     /// The first after a pause (a new day under a daily cap).
     case resume
+    /// A press, with sessions on demand.
+    case demand
 }
 
 public enum SupervisorOutput: Sendable, Equatable {
@@ -383,9 +385,9 @@ public final class Supervisor {
     }
 
     /// Starts a session again after `pause`.
-    public func resume(now: Instant) {
+    public func resume(now: Instant, reason: StartReason = .resume) {
         guard !closing, state == .paused else { return }
-        startCandidate(.resume, now: now)
+        startCandidate(reason, now: now)
     }
 
     /// Closes everything for good (SIGTERM, --seconds).

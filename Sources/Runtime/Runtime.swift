@@ -227,7 +227,8 @@ public final class Runtime {
         case .new, .closed: return (.idle, 0)
         case .connecting: return (.connecting, 0)
         case .disconnected, .failed: return (.error, 0)
-        case .paused: return (.paused, 0)
+        // Paused by a daily cap, or on demand waiting for a press (idle).
+        case .paused: return (core.capped != nil ? .paused : .idle, 0)
         case .connected:
             // A tool at work is what the user waits for ("I'll open the door").
             if core.tools.running > 0 { return (.working, 0) }

@@ -28,6 +28,15 @@ public enum Duplex: String, Sendable, Equatable, CaseIterable {
     case half
 }
 
+/// When a provider session exists (`session`).
+public enum SessionMode: String, Sendable, Equatable, CaseIterable {
+    /// From start to stop, rolled over before the provider's limit.
+    case always
+    /// Only while someone talks: a press starts one, `idle-seconds` with no speech
+    /// either way closes it.
+    case onDemand = "on-demand"
+}
+
 /// How far in an ICE server the provider names may be (`learned-ice-servers`).
 public enum LearnedServerReach: String, Sendable, Equatable, CaseIterable {
     /// No further in than the route's own host (a WHIP server on this host may name
@@ -206,6 +215,9 @@ public struct Config: Sendable, Equatable {
     public var maxSessionSeconds: Int? = nil
     /// Daily caps: connected minutes and provider tokens a local day (nil: none).
     public var maxDailyMinutes: Int? = nil
+    /// `session`, and the idle time that closes an on-demand session.
+    public var sessionMode = SessionMode.always
+    public var idleSeconds = 30
     public var maxDailyTokens: Int? = nil
     public var eventsChannel = ""
     public var send: String? = nil

@@ -140,6 +140,12 @@ extension SettingsTable {
                "the provider's session limit (the agent rolls over to a new session before it)") { $0.maxSessionMinutes = $1 },
         .optional("max-session-seconds", .whole(10...86_400, "a whole number of seconds from 10 to 86400"), .session, .agent,
                   "the session limit in seconds instead (short limits for tests and demos)") { $0.maxSessionSeconds = $1 },
+        .value("session", Parser<SessionMode>.oneOf, .session, .agent, default: "always",
+               "always: a provider session from start to stop; on-demand: none until the button is pressed (what is said from the press on is kept and sent once it connects), closed after idle-seconds") {
+            $0.sessionMode = $1
+        },
+        .value("idle-seconds", .whole(5...3_600, "a whole number of seconds from 5 to 3600"), .session, .agent, default: "30",
+               "session on-demand: the session closes after this long with no speech either way") { $0.idleSeconds = $1 },
         .optional("max-daily-minutes", .whole(1...1440, "a whole number of minutes from 1 to 1440"), .session, .agent,
                   "connected minutes a local day: once reached, no session starts until the next day (kept in state-dir across restarts)") {
             $0.maxDailyMinutes = $1

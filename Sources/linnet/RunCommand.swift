@@ -99,6 +99,9 @@ enum RunCommand {
         // The tools file is configuration: judged before any device is opened.
         let tools = try config.tools.map { path throws(CLIFailure) in try LoadedTools.load(path, directory: config.toolsDir) } ?? .none
         if let c = tools.lineConflict(ptt: config.ptt, leds: config.leds) { throw CLIFailure(.config, "the tools file: " + c) }
+        if config.sessionMode == .onDemand, config.effectiveTurnDetection != .ptt {
+            throw CLIFailure(.config, "session = on-demand needs push-to-talk (a ptt button, the space bar or SIGUSR1, with turn-detection = ptt): nothing else would start a session")
+        }
         // From here the process's memory holds the token (and soon the DTLS key and
         // the requests that carry the token): no core dump, no ptrace or /proc/<pid>/mem
         // by other processes of the same user (PR_SET_DUMPABLE 0; the unit also has

@@ -658,6 +658,8 @@ final class WorldProvider {
         var everConnected = false
         /// Text messages received on the data channel, in order.
         var messages: [String] = []
+        /// When each of `messages` arrived.
+        var messageTimes: [Instant] = []
         var channel: UInt16?
         /// Uplink frame indices received, with when.
         var audio: [(index: Int, at: Instant)] = []
@@ -933,7 +935,10 @@ final class WorldProvider {
         case .dataChannel(.message(let channel, let data, let isText)):
             guard isText else { return }
             let text = String(decoding: data, as: UTF8.self)
-            if keepHistory { s.messages.append(text) }
+            if keepHistory {
+                s.messages.append(text)
+                s.messageTimes.append(now)
+            }
             for out in onMessage(s, text) {
                 do { try p.send(channel: channel, text: out, now: now) } catch {
                     world?.problems.append("provider session \(s.id) cannot reply: \(error)")

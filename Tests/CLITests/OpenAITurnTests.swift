@@ -285,6 +285,42 @@ import Glibc
         #expect(check.out.contains("caps: WARNING, max-daily-tokens reached"), "\(check.out)")
     }
 
+    /// Sessions on demand through the binary and the stand-in: no session until the
+    /// press (state paused, the stand-in offered nothing); the press connects one, and
+    /// the turn the stand-in commits holds all the audio from the press to the release
+    /// (the backlog kept while connecting), not the press less the connection time;
+    /// the reply comes; idle-seconds later the session is closed.
+    @Test func onDemandTheTurnHoldsTheAudioFromThePress() throws {
+        guard let r = try start(["--reply", "Hello there, friend."], name: "openai-ondemand",
+                                linnet: ["--session", "on-demand", "--idle-seconds", "5"]) else { return }
+        defer { for f in r.cleanup { unlink(f) } }
+        #expect(r.agent.waitFor { isState($0, "paused") } != nil, "no session until the press")
+        r.agent.signal(SIGUSR1)
+        let down = try #require(r.agent.waitFor(type("ptt") { $0["talking"] as? Bool == true }).flatMap(event))
+        #expect(r.agent.waitFor { isState($0, "connecting") } != nil)
+        let first = try #require(r.agent.waitFor(type("on_demand") { $0["first_packet_ms"] != nil }).flatMap(event))
+        #expect(r.agent.waitFor(type("stats")) != nil)
+        r.agent.signal(SIGUSR1)
+        let up = try #require(r.agent.waitFor(type("ptt") { $0["talking"] as? Bool == false }).flatMap(event))
+        #expect(r.agent.waitFor(finalTranscript("assistant", "Hello there, friend.")) != nil)
+        #expect(r.agent.waitFor { isState($0, "paused") } != nil, "closed after idle-seconds")
+        let call = try end(r)
+        let held = (up["t"] as? Double ?? 0) - (down["t"] as? Double ?? 0)
+        let sent = call["openai_events_sent_log"] as? [[String: Any]] ?? []
+        let committed = sent.first { $0["type"] as? String == "conversation.item.input_audio_transcription.completed" }?["seconds"] as? Double ?? 0
+        let waited = Double(first["first_packet_ms"] as? Int ?? 0) / 1000
+        print("on demand (stand-in): press → first packet \(Int(waited * 1000)) ms; held \(String(format: "%.2f", held)) s, the turn committed \(String(format: "%.2f", committed)) s")
+        // All of the hold (its frames at 20 ms granularity, and the release's tail on top).
+        #expect(committed >= held - 0.04, "committed \(committed) s of a \(held) s hold (\(waited) s to connect)")
+    }
+
+    /// Without push-to-talk nothing would start a session on demand: a configuration
+    /// error, said before anything is opened.
+    @Test func onDemandNeedsPushToTalk() throws {
+        let r = try Linnet.run(["run", "--whip", "http://127.0.0.1:9/whip", "--session", "on-demand", "--capture", "none", "--playback", "none"])
+        #expect(r.status == 78 && r.err.contains("session = on-demand needs push-to-talk"), "\(r.status) \(r.err)")
+    }
+
     /// Barge-in while a long answer is being generated: Linnet cancels it, and the
     /// stand-in (`--cancel-done-after 1.5`) keeps the cancelled response active for
     /// 1.5 s, refusing any `response.create` before its `response.done` with

@@ -875,7 +875,8 @@ class OpenAIScript:
         response = event.get("response") if isinstance(event.get("response"), dict) else {}
         self.sent_log.append({"t": self.session.t(), "type": event["type"],
                               "status": response.get("status"),
-                              "code": (event.get("error") or {}).get("code")})
+                              "code": (event.get("error") or {}).get("code"),
+                              "seconds": (event.get("usage") or {}).get("seconds")})
         if self.channel.readyState == "open":
             self.session.send(self.channel, json.dumps(event))
 

@@ -89,6 +89,8 @@ func message(_ body: () throws(ConfigError) -> Config) -> String? {
         max-session-seconds = 90
         max-daily-minutes = 120
         max-daily-tokens = 250000
+        session = on-demand
+        idle-seconds = 45
         max-attempts = 5
         loop-input = yes
         openai-url = http://127.0.0.1:9/v1/realtime/calls
@@ -139,6 +141,7 @@ func message(_ body: () throws(ConfigError) -> Config) -> String? {
         #expect(c.openaiURL.port == 9 && c.send == "/tmp/lines.txt" && c.eventsChannel == "kitchen-events")
         #expect(c.tools == "/etc/linnet/tools.json" && c.toolsDir == "/opt/door/tools" && c.textfileDir == "/var/lib/node-exporter")
         #expect(c.maxDailyMinutes == 120 && c.maxDailyTokens == 250_000)
+        #expect(c.sessionMode == .onDemand && c.idleSeconds == 45)
         #expect(c.aec && c.aecFilterMS == 300 && c.aecSuppressDB == 30 && c.noiseSuppressDB == 12 && c.voiceFlag)
         #expect(c.duplex == .full && c.micHold == .never && c.bargeInMS == 300)
         #expect(c.iceServers.map(\.description) == ["turn:turn.example.net:3478?transport=tcp", "turns:turn.example.net:5349", "stun:[2001:db8::1]:3479"])

@@ -1,0 +1,102 @@
+import Testing
+import Wire
+import JSON
+@testable import Agent
+
+/// Sessions on demand (`session = on-demand`) on ProviderWorld's manual clock, with the
+/// scripted Realtime service: the world's uplink frames carry their capture index, so
+/// what the provider received is compared frame by frame with what the microphone
+/// captured from the instant of the press.
+@Suite struct OnDemandTests {
+    func world(idle: Duration = .seconds(30)) throws -> ProviderWorld {
+        var o = ProviderWorld.Options()
+        o.route = .openai
+        o.pushToTalk = true
+        o.configure = {
+            $0.onDemand = true
+            $0.idleTimeout = idle
+        }
+        let w = try ProviderWorld(o)
+        w.provider.onMessage = WorldProvider.realtimeScript
+        return w
+    }
+
+    func type(_ text: String) -> String? { (try? JSONValue.parse(Array(text.utf8)))?["type"]?.string }
+
+    /// No session until a press; the press shows `connecting` at once; every frame
+    /// captured from the press on reaches the provider, in order, none lost, the first
+    /// one being the press's own; the turn is cleared before it and committed after its
+    /// last frame; the reply comes; idle-seconds later the session is closed, and the
+    /// next press starts another.
+    @Test func everyFrameFromThePressReachesTheProvider() throws {
+        let w = try world()
+        w.startCore()
+        w.run(for: .seconds(10))
+        #expect(w.core.state == .paused && w.requests("POST").isEmpty, "no session while nobody talks")
+        let pressedAt = w.now, firstIndex = w.frameIndex
+        w.core.talk(true, now: w.now)
+        w.drive()
+        #expect(w.core.state == .connecting, "connecting at once")
+        var lastIndex = 0
+        w.schedule(after: .milliseconds(1_500)) { w in
+            lastIndex = w.frameIndex - 1
+            w.core.talk(false, now: w.now)
+            w.drive()
+        }
+        _ = try #require(w.run(within: .seconds(10)) { w.core.lastAssistantText != nil })
+        let s = try #require(w.provider.sessionOfCore[1])
+        let indices = s.audio.map(\.index)
+        let fromPress = Array(indices.drop { $0 < firstIndex })
+        #expect(fromPress.first == firstIndex, "the press's own frame first: \(fromPress.prefix(3))")
+        #expect(fromPress == Array(firstIndex..<(firstIndex + fromPress.count)), "in order, none lost")
+        #expect(fromPress.count > lastIndex - firstIndex, "through the release: \(fromPress.count) frames, \(lastIndex - firstIndex + 1) held")
+        // What the service was told, in order: the turn cleared, committed once after the
+        // last frame of the press reached it, answered.
+        let types = s.messages.compactMap(type)
+        let clear = try #require(types.firstIndex(of: "input_audio_buffer.clear"))
+        let commit = try #require(types.firstIndex(of: "input_audio_buffer.commit"))
+        #expect(clear < commit && types.filter { $0 == "input_audio_buffer.commit" }.count == 1, "\(types)")
+        let lastHeld = try #require(s.audio.first { $0.index == lastIndex })
+        #expect(s.messageTimes[commit] > lastHeld.at, "committed after the release's last frame arrived")
+        // The wait: the press's first packet went when the session was configured.
+        let waited = try #require(w.core.pressToFirstPacket)
+        let firstArrived = try #require(s.audio.first { $0.index == firstIndex }).at
+        #expect(firstArrived - pressedAt >= waited && firstArrived - pressedAt <= waited + .milliseconds(30))
+        #expect(w.records("session").first?["reason"]?.string == "demand")
+        print("on demand (world): press → first packet sent \(waited.milliseconds) ms, arrived \((firstArrived - pressedAt).milliseconds) ms; \(fromPress.count) frames from the press, none lost")
+
+        // Idle: closed 30 s after the last speech either way; back to paused.
+        let paused = try #require(w.run(within: .seconds(60)) { w.core.state == .paused })
+        #expect(w.core.statusSnapshot.problem == nil && w.core.capped == nil)
+        #expect(paused - pressedAt > .seconds(30) && paused - pressedAt < .seconds(40), "\(w.seconds(paused - pressedAt)) s")
+        _ = w.run(within: .seconds(10)) { s.endedBy != nil && w.core.sessionIDs.isEmpty }
+        #expect(s.endedBy == "close", "the provider's session was closed: \(s.endedBy ?? "not ended")")
+        // A new press, a new session.
+        w.core.talk(true, now: w.now)
+        w.drive()
+        _ = try #require(w.run(within: .seconds(10)) { w.core.state == .connected })
+        #expect(w.core.sessionStarts.demand == 2)
+    }
+
+    /// A press and release shorter than the connection: the whole utterance waits in the
+    /// backlog, and the commit follows it once it is out.
+    @Test func aReleaseBeforeTheConnectionCommitsAfterTheBacklog() throws {
+        let w = try world()
+        w.startCore()
+        w.run(for: .seconds(1))
+        let firstIndex = w.frameIndex
+        w.core.talk(true, now: w.now)
+        w.drive()
+        w.run(for: .milliseconds(100))
+        let lastIndex = w.frameIndex - 1
+        #expect(w.core.pressToFirstPacket == nil, "released before the session took the first frame")
+        w.core.talk(false, now: w.now)
+        w.drive()
+        _ = try #require(w.run(within: .seconds(10)) { w.core.lastAssistantText != nil })
+        let s = try #require(w.provider.sessionOfCore[1])
+        let fromPress = s.audio.map(\.index).drop { $0 < firstIndex }
+        #expect(Array(fromPress.prefix(lastIndex - firstIndex + 1)) == Array(firstIndex...lastIndex))
+        let types = s.messages.compactMap(type)
+        #expect(types.filter { $0 == "input_audio_buffer.commit" }.count == 1 && types.contains("response.create"), "\(types)")
+    }
+}
