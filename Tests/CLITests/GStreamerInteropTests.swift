@@ -190,8 +190,9 @@ struct OfferCase: Sendable, CustomStringConvertible {
         let heardFraction = fractionOfWindowsWithTone(Array(o.heard.dropFirst(24_000)), 440, rate: 48_000, rms: Self.toneRMS, levelDB: 1)
         #expect(heardFraction > 0.8, "webrtcbin heard 440 Hz at level in \(Int(heardFraction * 100)) % of windows")
         // What came back: decoded by webrtcbin, re-encoded (opusenc), decoded by Linnet.
-        let backFraction = fractionOfWindowsWithTone(Array(o.back.dropFirst(24_000)), 440, rate: 48_000, rms: Self.toneRMS, levelDB: 1)
-        #expect(backFraction > 0.8, "440 Hz back at level in \(Int(backFraction * 100)) % of windows")
+        let (backFraction, backSeconds, backMap) = judgeOutput(o.back, 440, rms: Self.toneRMS, levelDB: 1)
+        #expect(backSeconds >= 4, "the echo lasted \(backSeconds) s of the 5 s call: \(backMap)")
+        #expect(backFraction > 0.8, "440 Hz back at level in \(Int(backFraction * 100)) % of windows: \(backMap)")
         let heardDB = 20 * log10(Signal.rms(o.heard.dropFirst(24_000)[...]) / Self.toneRMS)
         let backDB = 20 * log10(Signal.rms(o.back.dropFirst(24_000)[...]) / Self.toneRMS)
         // Data channels both ways: our messages echoed in order, intact, on oai-events;
@@ -293,8 +294,9 @@ struct OfferCase: Sendable, CustomStringConvertible {
         let back = (try? WAVFile.read16(output).1) ?? []
         let heardFraction = fractionOfWindowsWithTone(Array(heard.dropFirst(24_000)), 440, rate: 48_000, rms: Self.toneRMS, levelDB: 1)
         #expect(heardFraction > 0.8, "webrtcbin heard 440 Hz at level in \(Int(heardFraction * 100)) % of windows")
-        let backFraction = fractionOfWindowsWithTone(Array(back.dropFirst(24_000)), 440, rate: 48_000, rms: Self.toneRMS, levelDB: 1)
-        #expect(backFraction > 0.8, "440 Hz back at level in \(Int(backFraction * 100)) % of windows")
+        let (backFraction, backSeconds, backMap) = judgeOutput(back, 440, rms: Self.toneRMS, levelDB: 1)
+        #expect(backSeconds >= 3, "the echo lasted \(backSeconds) s of the 4 s call: \(backMap)")
+        #expect(backFraction > 0.8, "440 Hz back at level in \(Int(backFraction * 100)) % of windows: \(backMap)")
         let ev = (try? String(contentsOfFile: events, encoding: .utf8)) ?? ""
         #expect(ev.contains("\"label\":\"peer-events\""), "no data channel message over ICE-TCP")
         for line in r.err.split(separator: "\n") where line.contains("connect_ms=") {
@@ -313,8 +315,9 @@ struct OfferCase: Sendable, CustomStringConvertible {
         let report = try peer.stop()
         #expect((report["last"] as? [String: Any])?["rtp_packets_sent"] as? Int ?? 0 > 150)
         let (_, back) = try WAVFile.read16(output)
-        let fraction = fractionOfWindowsWithTone(Array(back.dropFirst(24_000)), 440, rate: 48_000, rms: Self.peerToneRMS, levelDB: 1)
-        #expect(fraction > 0.8, "440 Hz at level in \(Int(fraction * 100)) % of windows")
+        let (fraction, seconds, map) = judgeOutput(back, 440, rms: Self.peerToneRMS, levelDB: 1)
+        #expect(seconds >= 3, "the tone lasted \(seconds) s of the 4 s call: \(map)")
+        #expect(fraction > 0.8, "440 Hz at level in \(Int(fraction * 100)) % of windows: \(map)")
     }
 
     /// webrtcbin offers (max-bundle: its data section is port 0 + a=bundle-only) to

@@ -89,6 +89,16 @@ func toneSpan(_ x: [Int16], _ f: Double, rate: Int) -> [Int16] {
     return Array(x[first..<last])
 }
 
+/// Linnet's `--output` of a timed call, judged over the echo's span (`toneSpan`) after
+/// its first `skip` samples: the fraction of windows with `f` at `rms` (within
+/// `levelDB`), how long that judged stretch lasted, and the window map of the whole file
+/// for a failure message.
+func judgeOutput(_ x: [Int16], _ f: Double, rms: Double, levelDB: Double, skip: Int = 24_000) -> (fraction: Double, seconds: Double, map: String) {
+    let span = Array(toneSpan(x, f, rate: 48_000).dropFirst(skip))
+    return (fractionOfWindowsWithTone(span, f, rate: 48_000, rms: rms, levelDB: levelDB), Double(span.count) / 48_000,
+            toneWindowMap(x, f, rate: 48_000, rms: rms, levelDB: levelDB))
+}
+
 /// 100 ms windows of `x` in which `f` dominates (≥ 20 dB over ±30 % of f) at a level
 /// within `levelDB` of `rms`.
 func fractionOfWindowsWithTone(_ x: [Int16], _ f: Double, rate: Int, rms: Double, levelDB: Double = 3) -> Double {
@@ -156,8 +166,9 @@ func toneWindowMap(_ x: [Int16], _ f: Double, rate: Int, rms: Double, levelDB: D
         // 3.01 dB quieter than what was sent (measured: 4099 vs 5792 RMS).
         let (_, back) = try WAVFile.read16(output)
         let echoRMS = expectedRMS / 2.0.squareRoot()
-        let fraction = fractionOfWindowsWithTone(Array(back.dropFirst(24_000)), 440, rate: 48_000, rms: echoRMS, levelDB: 1)
-        #expect(fraction > 0.8, "440 Hz at level in \(Int(fraction * 100)) % of windows")
+        let (fraction, seconds, map) = judgeOutput(back, 440, rms: echoRMS, levelDB: 1)
+        #expect(seconds >= 3, "the echo lasted \(seconds) s: \(map)")
+        #expect(fraction > 0.8, "440 Hz at level in \(Int(fraction * 100)) % of windows: \(map)")
         // The provider-side close went out (DELETE on the WHIP resource).
         let http = report["http"] as? [[String: Any]] ?? []
         #expect(http.contains { ($0["method"] as? String) == "DELETE" && ($0["status"] as? Int) == 200 })
@@ -175,8 +186,9 @@ func toneWindowMap(_ x: [Int16], _ f: Double, rate: Int, rms: Double, levelDB: D
         let (_, back) = try WAVFile.read16(output)
         // -12 dBFS peak, less aiortc's -3.01 dB mono-to-stereo centre mix (see above).
         let rms = pow(10, -12.0 / 20) * 32_767 / 2.0.squareRoot() / 2.0.squareRoot()
-        let fraction = fractionOfWindowsWithTone(Array(back.dropFirst(24_000)), 440, rate: 48_000, rms: rms, levelDB: 1)
-        #expect(fraction > 0.8, "440 Hz at level in \(Int(fraction * 100)) % of windows")
+        let (fraction, seconds, map) = judgeOutput(back, 440, rms: rms, levelDB: 1)
+        #expect(seconds >= 3, "the tone lasted \(seconds) s of the 4 s call: \(map)")
+        #expect(fraction > 0.8, "440 Hz at level in \(Int(fraction * 100)) % of windows: \(map)")
     }
 
     /// The backend route with data channels: Linnet opens `oai-events` and sends a small
