@@ -30,7 +30,11 @@ final class LineProcess {
         fd = out.fileHandleForReading.fileDescriptor
     }
 
-    /// The next line, or nil at end of output.
+    /// How long a read waits for output before the test gives up on the process: a
+    /// line that never comes fails the test (nil) instead of hanging the whole run.
+    static let silenceLimitMilliseconds: Int32 = 300_000
+
+    /// The next line, or nil at end of output (or after `silenceLimitMilliseconds` with none).
     func nextLine() -> String? {
         while true {
             if let nl = buffer.firstIndex(of: 10) {
@@ -38,6 +42,11 @@ final class LineProcess {
                 buffer.removeSubrange(...nl)
                 lines.append(line)
                 return line
+            }
+            var ready = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
+            if poll(&ready, 1, LineProcess.silenceLimitMilliseconds) == 0 {
+                Issue.record("no output from \(process.executableURL?.lastPathComponent ?? "the process") for \(LineProcess.silenceLimitMilliseconds / 1000) s")
+                return nil
             }
             var chunk = [UInt8](repeating: 0, count: 4096)
             let n = read(fd, &chunk, chunk.count)

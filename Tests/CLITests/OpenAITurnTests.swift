@@ -40,11 +40,16 @@ import Glibc
         type("transcript") { $0["role"] as? String == role && $0["final"] as? Bool == true && (text == nil || $0["text"] as? String == text) }
     }
 
-    /// A turn: press, a second of audio (a stats tick), release.
+    /// A turn: press, 0.5 to 1.5 s of audio, release. The hold ends at the first stats
+    /// tick at least 0.5 s after the press by the events' own clock (`t`): the first
+    /// tick may come at once after a press made at any moment, and a press shorter than
+    /// 150 ms commits nothing.
     func talk(_ agent: LineProcess) {
         agent.signal(SIGUSR1)
-        #expect(agent.waitFor(type("ptt") { $0["talking"] as? Bool == true }) != nil)
-        #expect(agent.waitFor(type("stats")) != nil)
+        let down = agent.waitFor(type("ptt") { $0["talking"] as? Bool == true }).flatMap(event)
+        #expect(down != nil)
+        let t0 = down?["t"] as? Double ?? 0
+        #expect(agent.waitFor(type("stats") { ($0["t"] as? Double ?? 0) >= t0 + 0.5 }) != nil)
         agent.signal(SIGUSR1)
     }
 
@@ -299,7 +304,8 @@ import Glibc
         let down = try #require(r.agent.waitFor(type("ptt") { $0["talking"] as? Bool == true }).flatMap(event))
         #expect(r.agent.waitFor { isState($0, "connecting") } != nil)
         let first = try #require(r.agent.waitFor(type("on_demand") { $0["first_packet_ms"] != nil }).flatMap(event))
-        #expect(r.agent.waitFor(type("stats")) != nil)
+        let t0 = down["t"] as? Double ?? 0
+        #expect(r.agent.waitFor(type("stats") { ($0["t"] as? Double ?? 0) >= t0 + 0.5 }) != nil)
         r.agent.signal(SIGUSR1)
         let up = try #require(r.agent.waitFor(type("ptt") { $0["talking"] as? Bool == false }).flatMap(event))
         #expect(r.agent.waitFor(finalTranscript("assistant", "Hello there, friend.")) != nil)
