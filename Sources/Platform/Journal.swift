@@ -17,7 +17,7 @@ public final class Journal {
 
     public init?(socketPath: String = "/run/systemd/journal/socket") {
         let bytes = Array(socketPath.utf8)
-        guard !bytes.isEmpty, bytes.count < 108 else { return nil }  // sizeof(sun_path)
+        guard bytes.first == UInt8(ascii: "/"), bytes.count < 108 else { return nil }  // a path; sizeof(sun_path)
         path = bytes
         let s = socket(AF_UNIX, Int32(SOCK_DGRAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
         guard s >= 0 else { return nil }
@@ -53,20 +53,6 @@ public final class Journal {
     /// Sends one entry; false when journald did not take it (the caller writes the line
     /// to standard error instead, so nothing is lost).
     public func send(_ fields: [(String, String)]) -> Bool {
-        let message = Journal.entry(fields)
-        var addr = sockaddr_un()
-        addr.sun_family = sa_family_t(AF_UNIX)
-        withUnsafeMutableBytes(of: &addr.sun_path) { dst in
-            for (i, b) in path.enumerated() { dst[i] = b }
-        }
-        let length = socklen_t(MemoryLayout<sa_family_t>.size + path.count + 1)
-        let sent = message.withUnsafeBytes { m in
-            withUnsafePointer(to: &addr) { p in
-                p.withMemoryRebound(to: sockaddr.self, capacity: 1) {
-                    sendto(fd, m.baseAddress, m.count, Int32(MSG_NOSIGNAL), $0, length)
-                }
-            }
-        }
-        return sent == message.count
+        sendDatagram(fd: fd, to: path, Journal.entry(fields))
     }
 }

@@ -45,26 +45,32 @@ public final class SystemdNotifier {
     /// Sends `state` (e.g. `"READY=1\nSTATUS=connected"`); false if it could not.
     @discardableResult
     public func notify(_ state: String) -> Bool {
-        var addr = sockaddr_un()
-        addr.sun_family = sa_family_t(AF_UNIX)
-        withUnsafeMutableBytes(of: &addr.sun_path) { dst in
-            for (i, b) in path.enumerated() { dst[i] = b }
-        }
-        // Abstract names are not NUL-terminated: the length says where they end.
-        let length = socklen_t(MemoryLayout<sa_family_t>.size + path.count + (path[0] == 0 ? 0 : 1))
-        let message = Array(state.utf8)
-        let sent = message.withUnsafeBytes { m in
-            withUnsafePointer(to: &addr) { p in
-                p.withMemoryRebound(to: sockaddr.self, capacity: 1) {
-                    sendto(fd, m.baseAddress, m.count, Int32(MSG_NOSIGNAL), $0, length)
-                }
-            }
-        }
-        return sent == message.count
+        sendDatagram(fd: fd, to: path, Array(state.utf8))
     }
 
     public func ready() -> Bool { notify("READY=1") }
     public func watchdog() -> Bool { notify("WATCHDOG=1") }
     public func status(_ text: String) -> Bool { notify("STATUS=" + text) }
     public func stopping() -> Bool { notify("STOPPING=1") }
+}
+
+/// Sends `message` as one datagram on the `AF_UNIX` socket `fd` to the socket named
+/// `path` (a leading NUL byte: an abstract name); true if all of it went. systemd's
+/// notification and journal sockets both take one datagram per message.
+func sendDatagram(fd: Int32, to path: [UInt8], _ message: [UInt8]) -> Bool {
+    var addr = sockaddr_un()
+    addr.sun_family = sa_family_t(AF_UNIX)
+    withUnsafeMutableBytes(of: &addr.sun_path) { dst in
+        for (i, b) in path.enumerated() { dst[i] = b }
+    }
+    // Abstract names are not NUL-terminated: the length says where they end.
+    let length = socklen_t(MemoryLayout<sa_family_t>.size + path.count + (path[0] == 0 ? 0 : 1))
+    let sent = message.withUnsafeBytes { m in
+        withUnsafePointer(to: &addr) { p in
+            p.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                sendto(fd, m.baseAddress, m.count, Int32(MSG_NOSIGNAL), $0, length)
+            }
+        }
+    }
+    return sent == message.count
 }

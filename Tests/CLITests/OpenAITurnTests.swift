@@ -534,14 +534,8 @@ struct NodeExporter {
 
     /// One scrape of `/metrics` with `directory` as the textfile directory.
     func scrape(directory: String, python: String) throws -> String {
-        // A free port: bound, then let go for the exporter.
-        let (s, port) = boundTCPSocket()
-        close(s)
-        // Its log to stdout, where "Listening on" says it serves.
-        let exporter = try LineProcess("/bin/sh", ["-c", "exec \(path) --web.listen-address=127.0.0.1:\(port) --collector.disable-defaults --collector.textfile --collector.textfile.directory=\(directory) 2>&1"],
-                                       stderr: temporary("node-exporter.log"))
+        let (exporter, port) = try serve(directory: directory)
         defer { exporter.stop() }
-        guard exporter.waitFor({ $0.contains("Listening on") }) != nil else { throw NSError(domain: "node_exporter did not start", code: 1) }
         let get = try LineProcess(python, ["-c", "import urllib.request,sys; sys.stdout.write(urllib.request.urlopen('http://127.0.0.1:\(port)/metrics', timeout=10).read().decode())"],
                                   stderr: temporary("node-exporter-get.log"))
         var lines: [String] = []
