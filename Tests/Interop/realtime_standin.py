@@ -18,6 +18,9 @@ untouched. What it adds, on the GA events of `oai-events`:
   item (`response.output_item.added`, `output_audio_buffer.started`,
   `response.output_audio_transcript.delta`/`.done` with `item_id`, `response.done`,
   `output_audio_buffer.stopped` when its audio has all been sent).
+- A client's `input_audio_buffer.commit` creates no response (OpenAI: committing "will
+  not create a response from the model"); `response.create` does.
+- `--answer-delay S`: an offer is answered S seconds late, as the real service's set-up.
 - Client events accepted and logged: `response.cancel`, `output_audio_buffer.clear`,
   `input_audio_buffer.clear`/`commit`, `response.create`, `session.update`,
   `conversation.item.create` and `conversation.item.truncate {item_id, content_index,
@@ -286,11 +289,6 @@ class StandinScript(peer.OpenAIScript):
 
     # -- client events --------------------------------------------------------------
 
-    def on_commit(self, event: dict) -> None:
-        super().on_commit(event)
-        if self.sent_types and self.sent_types[-1] in ("input_audio_buffer.committed",
-                                                        "conversation.item.input_audio_transcription.completed"):
-            self.respond_to_turn("input_audio_buffer.commit")
 
     def on_response_create(self, event: dict) -> None:
         task = self.response_task
@@ -672,6 +670,14 @@ class StandinServer(peer.PeerServer):
                 json.dump(report, f, default=str)
             os.replace(tmp, self.args.report)
 
+    async def sdp_offer(self, request, route: str, location_prefix: str):
+        """--answer-delay: the service's time to answer an offer (the real /calls takes
+        about a second), so a session on demand has that much speech to catch up."""
+        delay = self.standin.get("answer_delay") or 0
+        if delay > 0:
+            await asyncio.sleep(delay)
+        return await super().sdp_offer(request, route, location_prefix)
+
     async def run(self) -> int:
         try:
             return await super().run()
@@ -696,6 +702,8 @@ def main(argv=None) -> int:
     ap.add_argument("--latency-clicks", help="WAV: the voice, once, instead of greeting and replies (bench/latency.py)")
     ap.add_argument("--latency-clicks-after", type=float, default=1.0,
                     help="seconds after the first uplink packet the --latency-clicks WAV starts")
+    ap.add_argument("--answer-delay", type=float, default=0.0,
+                    help="seconds before an SDP offer is answered (the service's set-up time)")
     mine, rest = ap.parse_known_args(argv)
     args = peer.parse_args(rest + ["--mode", "openai"])
     if mine.replies:
@@ -715,7 +723,7 @@ def main(argv=None) -> int:
 
     standin = {"greeting": load(spec.get("greeting")), "replies": [load(r) for r in spec.get("replies", [])],
                "vad_dbfs": mine.vad_dbfs, "vad_onset_frames": mine.vad_onset_frames,
-               "record_sent": mine.record_sent, "latency_clicks": None}
+               "record_sent": mine.record_sent, "latency_clicks": None, "answer_delay": mine.answer_delay}
     if mine.latency_clicks:
         standin["latency_clicks"] = {"wav": os.path.abspath(mine.latency_clicks), "after_s": mine.latency_clicks_after,
                                      "samples": read_wav48(mine.latency_clicks)}
