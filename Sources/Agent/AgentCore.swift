@@ -115,6 +115,7 @@ public final class AgentCore {
     var backlog = UplinkBacklog()
     var demandPress: Instant?
     var releaseAfterBacklog = false
+    var backlogReleasedAt: Instant?
     var lastActivity = Instant.zero
     public internal(set) var pressToFirstPacket: Duration?
     /// What the status file names as the reason nothing works (`insufficient_quota`).
@@ -442,12 +443,17 @@ public final class AgentCore {
             record("ptt", [("talking", .bool(down))])
             if down, assistantSpeaking { bargeIns.button += 1 }
             lastActivity = now
-            if down, settings.onDemand, supervisor.state == .paused { startOnDemand(now: now) }
+            if down, settings.onDemand, supervisor.state == .paused {
+                startOnDemand(now: now)
+            } else if down, speaksRealtime, !conversation.isConfigured, !backlog.active, supervisor.state != .paused {
+                keepPressForSession(now: now)
+            }
             // The conversation first: a release's tail keeps the microphone open. While
             // an on-demand press's backlog is being sent, the press reaches the new
             // conversation first and the release after the backlog (OnDemand.swift).
             if backlog.active {
                 releaseAfterBacklog = !down
+                backlogReleasedAt = down ? nil : now
             } else if down {
                 conversation.press(now: now)
             } else {

@@ -87,6 +87,7 @@ extension AgentCore {
         backlog.start(now: now)
         demandPress = now
         releaseAfterBacklog = false
+        backlogReleasedAt = nil
         pressToFirstPacket = nil
         lastActivity = now
         record("on_demand", [("start", .bool(true))])
@@ -95,9 +96,46 @@ extension AgentCore {
         driveSupervisor()
     }
 
+    /// How long after its release a kept press may still be sent. A request that waited
+    /// longer for its session (the provider or the network down) is stale: "open the
+    /// door" acted on a minute later is worse than a request the user can see was lost
+    /// and repeat.
+    static let keptPressLimit = Duration.seconds(10)
+
+    /// Forgets a press kept too long for a session that did not come, and says so.
+    func dropKeptPress(released: Instant, now: Instant) {
+        let seconds = (now - released).milliseconds / 1000
+        log(.warning, "the button's request was not sent: no session took it within \(seconds) s of the release; press and say it again")
+        record("press_dropped", [("seconds_since_release", .number(JSONNumber(Int(seconds)))),
+                                 ("audio_ms", .number(JSONNumber(backlog.samples / 48)))])
+        backlog.stop()
+        demandPress = nil
+        releaseAfterBacklog = false
+        backlogReleasedAt = nil
+        syncMic()
+    }
+
+    /// A press while the session exists but cannot take a turn yet (connecting, or its
+    /// data channel not yet open and configured: under loss SCTP's handshake can take
+    /// seconds after the media flows): what is said is kept as on demand and sent once
+    /// the conversation is configured, instead of the turn being lost with its words.
+    func keepPressForSession(now: Instant) {
+        backlog.start(now: now)
+        demandPress = now
+        releaseAfterBacklog = false
+        backlogReleasedAt = nil
+        pressToFirstPacket = nil
+        log(.info, "the button was pressed before the session could take a turn: what is said is kept and sent once it can")
+        record("press_kept", [("state", .string(supervisor.state.rawValue))])
+    }
+
     /// Sends what the backlog holds once the session's conversation is configured: the
     /// press first, then two frames per call (the caller appends the live frame first).
     func sendBacklog(now: Instant) {
+        if let released = backlogReleasedAt, now - released > AgentCore.keptPressLimit {
+            dropKeptPress(released: released, now: now)
+            return
+        }
         guard let s = activeSession, s.wasConnected, !s.closing, let media = s.media, conversation.isConfigured else { return }
         if demandPress != nil {
             demandPress = nil
@@ -120,6 +158,7 @@ extension AgentCore {
         }
         if backlog.isEmpty {
             backlog.stop()
+            backlogReleasedAt = nil
             if releaseAfterBacklog {
                 releaseAfterBacklog = false
                 conversation.release(now: now)

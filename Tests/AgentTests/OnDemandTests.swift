@@ -23,6 +23,74 @@ import JSON
 
     func type(_ text: String) -> String? { (try? JSONValue.parse(Array(text.utf8)))?["type"]?.string }
 
+    /// An open session (`session = always`) pressed before it can take a turn: at the
+    /// start, while it connects and before its data channel is configured (under 10 %
+    /// loss the duplex judge saw the channel open 3 s after the media). The press's
+    /// audio is kept and sent once the conversation is configured, as on demand: every
+    /// frame from the press reaches the provider in order, the turn is committed once
+    /// after the last, and it is answered. Before, the microphone was shut until then and
+    /// the press and its commit went nowhere: the turn and its words were lost.
+    @Test func aPressBeforeTheSessionIsReadyIsKept() throws {
+        var o = ProviderWorld.Options()
+        o.route = .openai
+        o.pushToTalk = true
+        let w = try ProviderWorld(o)
+        w.provider.onMessage = WorldProvider.realtimeScript
+        w.startCore()
+        let firstIndex = w.frameIndex
+        w.core.talk(true, now: w.now)
+        w.drive()
+        #expect(w.core.state == .connecting, "pressed while connecting")
+        var lastIndex = 0
+        w.schedule(after: .milliseconds(1_500)) { w in
+            lastIndex = w.frameIndex - 1
+            w.core.talk(false, now: w.now)
+            w.drive()
+        }
+        _ = try #require(w.run(within: .seconds(10)) { w.core.lastAssistantText != nil })
+        let s = try #require(w.provider.sessionOfCore[1])
+        let fromPress = Array(s.audio.map(\.index).drop { $0 < firstIndex })
+        #expect(fromPress.first == firstIndex, "the press's own frame first: \(fromPress.prefix(3))")
+        #expect(fromPress == Array(firstIndex..<(firstIndex + fromPress.count)), "in order, none lost")
+        #expect(fromPress.count > lastIndex - firstIndex, "through the release: \(fromPress.count) frames, \(lastIndex - firstIndex + 1) held")
+        let types = s.messages.compactMap(type)
+        let commits = types.indices.filter { types[$0] == "input_audio_buffer.commit" }
+        #expect(commits.count == 1 && types.filter { $0 == "response.create" }.count == 1, "\(types)")
+        let clear = try #require(types.firstIndex(of: "input_audio_buffer.clear"))
+        #expect(clear < commits[0])
+        let lastHeld = try #require(s.audio.first { $0.index == lastIndex })
+        #expect(s.messageTimes[commits[0]] > lastHeld.at, "committed after the release's last frame arrived")
+        #expect(w.records("press_kept").count == 1)
+    }
+
+    /// A kept press whose session does not come (the provider down) is not acted on
+    /// later: 10 s after the release it is dropped and said (`press_dropped`, a
+    /// warning), and the session that comes once the provider is back gets no commit
+    /// and gives no reply. "Open the door" a minute late is worse than a lost request.
+    @Test func aKeptPressIsDroppedWhenNoSessionTakesIt() throws {
+        var o = ProviderWorld.Options()
+        o.route = .openai
+        o.pushToTalk = true
+        let w = try ProviderWorld(o)
+        w.provider.onMessage = WorldProvider.realtimeScript
+        w.provider.kill()
+        w.startCore()
+        w.core.talk(true, now: w.now)
+        w.drive()
+        w.run(for: .seconds(1))
+        let released = w.now
+        w.core.talk(false, now: w.now)
+        w.drive()
+        let dropped = try #require(w.run(within: .seconds(30)) { !w.records("press_dropped").isEmpty })
+        #expect(dropped - released > AgentCore.keptPressLimit && dropped - released < AgentCore.keptPressLimit + .milliseconds(100))
+        w.provider.revive()
+        _ = try #require(w.run(within: .seconds(120)) { w.core.state == .connected && w.core.conversation.isConfigured })
+        w.run(for: .seconds(5))
+        let types = w.provider.sessions.values.flatMap { $0.messages.compactMap(type) }
+        #expect(!types.contains("input_audio_buffer.commit") && !types.contains("response.create"), "\(types)")
+        #expect(w.core.lastAssistantText == nil)
+    }
+
     /// No session until a press; the press shows `connecting` at once; every frame
     /// captured from the press on reaches the provider, in order, none lost, the first
     /// one being the press's own; the turn is cleared before it and committed after its
