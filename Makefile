@@ -29,12 +29,12 @@ build: deps
 	swift build -Xswiftc -warnings-as-errors
 
 # The suites that judge a whole call's audio against the wall clock (a real-time call
-# to an independent peer, a rollover, the watchdog's pings): they run in a second pass,
-# one test at a time, after the rest has run in parallel. Run beside the rest of the
+# to an independent peer, a rollover, the watchdog's pings, the duplex judges' calls):
+# they run in a second pass, one test at a time, after the rest has run in parallel. Run beside the rest of the
 # suite on two cores, a call's processes (Linnet's debug build, the peer) were now and
 # then starved for a second or more, and that much of the call's audio went missing
 # (loaded runs here and in CI: 53-73 % of the echo's windows; 100 % in every run alone).
-export REALTIME_TESTS := PionInteropTests|GStreamerInteropTests|\.InteropTests|TURNCallTests|RelayTests|AgentEndToEndTests|WatchdogTests
+export REALTIME_TESTS := PionInteropTests|GStreamerInteropTests|\.InteropTests|TURNCallTests|RelayTests|AgentEndToEndTests|WatchdogTests|DuplexRoomTests/(shortDuplexCallIsUnderstood|onDemandRequests)
 
 ## test: the whole test suite, full Swift, warnings as errors; the interop tests run
 ## against the aiortc peer in build/interop-venv (made by Tests/Interop/setup.sh), the
@@ -43,7 +43,7 @@ export REALTIME_TESTS := PionInteropTests|GStreamerInteropTests|\.InteropTests|T
 test: deps
 	swift build --build-tests -Xswiftc -warnings-as-errors
 	AIORTC_PYTHON="$$(Tests/Interop/setup.sh | tail -n 1)" SPEECH_PYTHON="$$(Tests/Speech/setup.sh | tail -n 1)" swift test --skip-build --skip '$(REALTIME_TESTS)'
-	AIORTC_PYTHON="$$(Tests/Interop/setup.sh | tail -n 1)" swift test --skip-build --no-parallel --filter '$(REALTIME_TESTS)'
+	AIORTC_PYTHON="$$(Tests/Interop/setup.sh | tail -n 1)" SPEECH_PYTHON="$$(Tests/Speech/setup.sh | tail -n 1)" swift test --skip-build --no-parallel --filter '$(REALTIME_TESTS)'
 
 ## demo: a whole call on this machine (built-in answerer, test voice, loopback UDP);
 ## it installs only what the demo needs (scripts/setup.sh --demo), not the test peers
