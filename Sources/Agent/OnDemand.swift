@@ -132,7 +132,9 @@ extension AgentCore {
     /// Sends what the backlog holds once the session's conversation is configured: the
     /// press first, then two frames per call (the caller appends the live frame first).
     func sendBacklog(now: Instant) {
-        if let released = backlogReleasedAt, now - released > AgentCore.keptPressLimit {
+        // Only while the press still waits for its session: once its audio is going out
+        // (the press given to the conversation), it is sent to the end.
+        if demandPress != nil, let released = backlogReleasedAt, now - released > AgentCore.keptPressLimit {
             dropKeptPress(released: released, now: now)
             return
         }

@@ -8,17 +8,57 @@ import JSON
 /// what the provider received is compared frame by frame with what the microphone
 /// captured from the instant of the press.
 @Suite struct OnDemandTests {
-    func world(idle: Duration = .seconds(30)) throws -> ProviderWorld {
+    /// The OpenAI route with push-to-talk and the scripted service; sessions on demand
+    /// unless `onDemand` is false (an open session, `session = always`).
+    func world(onDemand: Bool = true, idle: Duration = .seconds(30)) throws -> ProviderWorld {
         var o = ProviderWorld.Options()
         o.route = .openai
         o.pushToTalk = true
         o.configure = {
-            $0.onDemand = true
+            $0.onDemand = onDemand
             $0.idleTimeout = idle
         }
         let w = try ProviderWorld(o)
         w.provider.onMessage = WorldProvider.realtimeScript
         return w
+    }
+
+    /// Presses now, releases 1.5 s later, and waits for the reply; returns the capture
+    /// index of the press's first frame and of the last frame before the release.
+    func pressAndHold(_ w: ProviderWorld) throws -> (first: Int, last: Int) {
+        let firstIndex = w.frameIndex
+        w.core.talk(true, now: w.now)
+        w.drive()
+        #expect(w.core.state == .connecting, "connecting at once")
+        var lastIndex = 0
+        w.schedule(after: .milliseconds(1_500)) { w in
+            lastIndex = w.frameIndex - 1
+            w.core.talk(false, now: w.now)
+            w.drive()
+        }
+        _ = try #require(w.run(within: .seconds(10)) { w.core.lastAssistantText != nil })
+        return (firstIndex, lastIndex)
+    }
+
+    /// Every frame from the press reached the session, in order, none lost, the press's
+    /// own first and through the release; the turn was cleared before it, committed once
+    /// after the last held frame arrived, and one response asked for. The messages'
+    /// types are returned.
+    @discardableResult
+    func expectTheWholePress(_ s: WorldProvider.Session, first firstIndex: Int, last lastIndex: Int) throws -> [String] {
+        let fromPress = Array(s.audio.map(\.index).drop { $0 < firstIndex })
+        #expect(fromPress.first == firstIndex, "the press's own frame first: \(fromPress.prefix(3))")
+        #expect(fromPress == Array(firstIndex..<(firstIndex + fromPress.count)), "in order, none lost")
+        #expect(fromPress.count > lastIndex - firstIndex, "through the release: \(fromPress.count) frames, \(lastIndex - firstIndex + 1) held")
+        let types = s.messages.compactMap(type)
+        let commits = types.indices.filter { types[$0] == "input_audio_buffer.commit" }
+        #expect(commits.count == 1 && types.filter { $0 == "response.create" }.count == 1, "\(types)")
+        let clear = try #require(types.firstIndex(of: "input_audio_buffer.clear"))
+        let commit = try #require(commits.first)
+        #expect(clear < commit)
+        let lastHeld = try #require(s.audio.first { $0.index == lastIndex })
+        #expect(s.messageTimes[commit] > lastHeld.at, "committed after the release's last frame arrived")
+        return types
     }
 
     func type(_ text: String) -> String? { (try? JSONValue.parse(Array(text.utf8)))?["type"]?.string }
@@ -31,35 +71,10 @@ import JSON
     /// after the last, and it is answered. Before, the microphone was shut until then and
     /// the press and its commit went nowhere: the turn and its words were lost.
     @Test func aPressBeforeTheSessionIsReadyIsKept() throws {
-        var o = ProviderWorld.Options()
-        o.route = .openai
-        o.pushToTalk = true
-        let w = try ProviderWorld(o)
-        w.provider.onMessage = WorldProvider.realtimeScript
+        let w = try world(onDemand: false)
         w.startCore()
-        let firstIndex = w.frameIndex
-        w.core.talk(true, now: w.now)
-        w.drive()
-        #expect(w.core.state == .connecting, "pressed while connecting")
-        var lastIndex = 0
-        w.schedule(after: .milliseconds(1_500)) { w in
-            lastIndex = w.frameIndex - 1
-            w.core.talk(false, now: w.now)
-            w.drive()
-        }
-        _ = try #require(w.run(within: .seconds(10)) { w.core.lastAssistantText != nil })
-        let s = try #require(w.provider.sessionOfCore[1])
-        let fromPress = Array(s.audio.map(\.index).drop { $0 < firstIndex })
-        #expect(fromPress.first == firstIndex, "the press's own frame first: \(fromPress.prefix(3))")
-        #expect(fromPress == Array(firstIndex..<(firstIndex + fromPress.count)), "in order, none lost")
-        #expect(fromPress.count > lastIndex - firstIndex, "through the release: \(fromPress.count) frames, \(lastIndex - firstIndex + 1) held")
-        let types = s.messages.compactMap(type)
-        let commits = types.indices.filter { types[$0] == "input_audio_buffer.commit" }
-        #expect(commits.count == 1 && types.filter { $0 == "response.create" }.count == 1, "\(types)")
-        let clear = try #require(types.firstIndex(of: "input_audio_buffer.clear"))
-        #expect(clear < commits[0])
-        let lastHeld = try #require(s.audio.first { $0.index == lastIndex })
-        #expect(s.messageTimes[commits[0]] > lastHeld.at, "committed after the release's last frame arrived")
+        let held = try pressAndHold(w)
+        try expectTheWholePress(try #require(w.provider.sessionOfCore[1]), first: held.first, last: held.last)
         #expect(w.records("press_kept").count == 1)
     }
 
@@ -68,11 +83,7 @@ import JSON
     /// warning), and the session that comes once the provider is back gets no commit
     /// and gives no reply. "Open the door" a minute late is worse than a lost request.
     @Test func aKeptPressIsDroppedWhenNoSessionTakesIt() throws {
-        var o = ProviderWorld.Options()
-        o.route = .openai
-        o.pushToTalk = true
-        let w = try ProviderWorld(o)
-        w.provider.onMessage = WorldProvider.realtimeScript
+        let w = try world(onDemand: false)
         w.provider.kill()
         w.startCore()
         w.core.talk(true, now: w.now)
@@ -101,37 +112,16 @@ import JSON
         w.startCore()
         w.run(for: .seconds(10))
         #expect(w.core.state == .paused && w.requests("POST").isEmpty, "no session while nobody talks")
-        let pressedAt = w.now, firstIndex = w.frameIndex
-        w.core.talk(true, now: w.now)
-        w.drive()
-        #expect(w.core.state == .connecting, "connecting at once")
-        var lastIndex = 0
-        w.schedule(after: .milliseconds(1_500)) { w in
-            lastIndex = w.frameIndex - 1
-            w.core.talk(false, now: w.now)
-            w.drive()
-        }
-        _ = try #require(w.run(within: .seconds(10)) { w.core.lastAssistantText != nil })
+        let pressedAt = w.now
+        let held = try pressAndHold(w)
         let s = try #require(w.provider.sessionOfCore[1])
-        let indices = s.audio.map(\.index)
-        let fromPress = Array(indices.drop { $0 < firstIndex })
-        #expect(fromPress.first == firstIndex, "the press's own frame first: \(fromPress.prefix(3))")
-        #expect(fromPress == Array(firstIndex..<(firstIndex + fromPress.count)), "in order, none lost")
-        #expect(fromPress.count > lastIndex - firstIndex, "through the release: \(fromPress.count) frames, \(lastIndex - firstIndex + 1) held")
-        // What the service was told, in order: the turn cleared, committed once after the
-        // last frame of the press reached it, answered.
-        let types = s.messages.compactMap(type)
-        let clear = try #require(types.firstIndex(of: "input_audio_buffer.clear"))
-        let commit = try #require(types.firstIndex(of: "input_audio_buffer.commit"))
-        #expect(clear < commit && types.filter { $0 == "input_audio_buffer.commit" }.count == 1, "\(types)")
-        let lastHeld = try #require(s.audio.first { $0.index == lastIndex })
-        #expect(s.messageTimes[commit] > lastHeld.at, "committed after the release's last frame arrived")
+        try expectTheWholePress(s, first: held.first, last: held.last)
         // The wait: the press's first packet went when the session was configured.
         let waited = try #require(w.core.pressToFirstPacket)
-        let firstArrived = try #require(s.audio.first { $0.index == firstIndex }).at
+        let firstArrived = try #require(s.audio.first { $0.index == held.first }).at
         #expect(firstArrived - pressedAt >= waited && firstArrived - pressedAt <= waited + .milliseconds(30))
         #expect(w.records("session").first?["reason"]?.string == "demand")
-        print("on demand (world): press → first packet sent \(waited.milliseconds) ms, arrived \((firstArrived - pressedAt).milliseconds) ms; \(fromPress.count) frames from the press, none lost")
+        print("on demand (world): press → first packet sent \(waited.milliseconds) ms, arrived \((firstArrived - pressedAt).milliseconds) ms; every frame from the press, none lost")
 
         // Idle: closed 30 s after the last speech either way; back to paused.
         let paused = try #require(w.run(within: .seconds(60)) { w.core.state == .paused })

@@ -176,15 +176,21 @@ import Glibc
     /// judge of understanding, and a debug build several times slower on its audio
     /// threads would make it judge the sanitizer.
     @Test func shortDuplexCallIsUnderstood() throws {
+        try judgeShortCall("--ci", bench: "BENCH duplex_wer_handset_0_up ")
+    }
+
+    /// run_duplex.py with one of its CI cells, outside the sanitizers: its own verdict
+    /// must pass, with the cell's BENCH line printed.
+    func judgeShortCall(_ mode: String, bench: String) throws {
         if ProcessInfo.processInfo.environment["SANITIZER_UNDER_TEST"] != nil { return }
         guard let python = DuplexRoomTests.speechPython(), let interop = InteropPeer.require(),
               DuplexRoomTests.plugin() != nil else { return }
-        let out = temporary("duplex-ci-\(getpid())")
+        let out = temporary("duplex\(mode)-\(getpid())")
         defer { try? FileManager.default.removeItem(atPath: out) }
-        let r = try DuplexRoomTests.tool(python, [DuplexRoomTests.root + "/Tests/Speech/run_duplex.py", "--ci",
+        let r = try DuplexRoomTests.tool(python, [DuplexRoomTests.root + "/Tests/Speech/run_duplex.py", mode,
                                                  "--linnet", Linnet.executable.path, "--interop-python", interop, "--out", out])
         #expect(r.status == 0, "\(r.out)\n\(r.err)")
-        #expect(r.out.contains("BENCH duplex_wer_handset_0_up "))
+        #expect(r.out.contains(bench))
         #expect(r.out.contains("ci: passed"))
     }
 
@@ -196,15 +202,6 @@ import Glibc
     /// session's RTP stream must begin with that backlog, catch up at about twice real
     /// time, and carry no sequence gap or timestamp jump.
     @Test func onDemandRequestsAreUnderstoodFromTheFirstWord() throws {
-        if ProcessInfo.processInfo.environment["SANITIZER_UNDER_TEST"] != nil { return }
-        guard let python = DuplexRoomTests.speechPython(), let interop = InteropPeer.require(),
-              DuplexRoomTests.plugin() != nil else { return }
-        let out = temporary("duplex-ondemand-\(getpid())")
-        defer { try? FileManager.default.removeItem(atPath: out) }
-        let r = try DuplexRoomTests.tool(python, [DuplexRoomTests.root + "/Tests/Speech/run_duplex.py", "--ci-on-demand",
-                                                 "--linnet", Linnet.executable.path, "--interop-python", interop, "--out", out])
-        #expect(r.status == 0, "\(r.out)\n\(r.err)")
-        #expect(r.out.contains("BENCH duplex_wer_noecho_0_up_on_demand "))
-        #expect(r.out.contains("ci: passed"))
+        try judgeShortCall("--ci-on-demand", bench: "BENCH duplex_wer_noecho_0_up_on_demand ")
     }
 }
