@@ -73,20 +73,11 @@ final class InteropPeer {
 /// machine connects later, and the output file starts at once) or after it closed.
 /// Judging that span keeps every gap inside the call in the judgement.
 func toneSpan(_ x: [Int16], _ f: Double, rate: Int) -> [Int16] {
+    let windows = toneWindows(x, f, rate: rate, rms: 1, levelDB: .infinity)
+    guard let first = windows.firstIndex(where: { $0 != .none }),
+          let last = windows.lastIndex(where: { $0 != .none }) else { return [] }
     let w = rate / 10
-    var first: Int?, last = 0
-    var i = 0
-    while i + w <= x.count {
-        let window = x[i..<(i + w)]
-        let others = max(Signal.power(window, f * 0.7, rate: rate), Signal.power(window, f * 1.3, rate: rate))
-        if Signal.power(window, f, rate: rate) > 100 * others {
-            if first == nil { first = i }
-            last = i + w
-        }
-        i += w
-    }
-    guard let first else { return [] }
-    return Array(x[first..<last])
+    return Array(x[(first * w)..<((last + 1) * w)])
 }
 
 /// Linnet's `--output` of a timed call, judged over the echo's span (`toneSpan`) after
@@ -99,40 +90,38 @@ func judgeOutput(_ x: [Int16], _ f: Double, rms: Double, levelDB: Double, skip: 
             toneWindowMap(x, f, rate: 48_000, rms: rms, levelDB: levelDB))
 }
 
-/// 100 ms windows of `x` in which `f` dominates (≥ 20 dB over ±30 % of f) at a level
-/// within `levelDB` of `rms`.
-func fractionOfWindowsWithTone(_ x: [Int16], _ f: Double, rate: Int, rms: Double, levelDB: Double = 3) -> Double {
+/// What one 100 ms window holds: `f` dominating (≥ 20 dB over ±30 % of f) at a level
+/// within `levelDB` of `rms`, `f` dominating at another level, or no tone.
+enum ToneWindow { case atLevel, offLevel, none }
+
+/// `x` cut into whole 100 ms windows, each classified.
+func toneWindows(_ x: [Int16], _ f: Double, rate: Int, rms: Double, levelDB: Double) -> [ToneWindow] {
     let w = rate / 10
-    var good = 0, total = 0
-    var i = 0
-    while i + w <= x.count {
+    return stride(from: 0, to: x.count - w + 1, by: w).map { i in
         let window = x[i..<(i + w)]
-        total += 1
-        let p = Signal.power(window, f, rate: rate)
         let others = max(Signal.power(window, f * 0.7, rate: rate), Signal.power(window, f * 1.3, rate: rate))
-        let level = 20 * log10(max(Signal.rms(window), 1) / rms)
-        if p > 100 * others && abs(level) <= levelDB { good += 1 }
-        i += w
+        guard Signal.power(window, f, rate: rate) > 100 * others else { return .none }
+        return abs(20 * log10(max(Signal.rms(window), 1) / rms)) <= levelDB ? .atLevel : .offLevel
     }
-    return total == 0 ? 0 : Double(good) / Double(total)
+}
+
+/// 100 ms windows of `x` in which `f` dominates at a level within `levelDB` of `rms`.
+func fractionOfWindowsWithTone(_ x: [Int16], _ f: Double, rate: Int, rms: Double, levelDB: Double = 3) -> Double {
+    let windows = toneWindows(x, f, rate: rate, rms: rms, levelDB: levelDB)
+    return windows.isEmpty ? 0 : Double(windows.filter { $0 == .atLevel }.count) / Double(windows.count)
 }
 
 /// The same judgement window by window, for a failure message: `+` the tone at level,
 /// `~` the tone off level, `.` no tone; so a stall (a run of `.`) reads apart from
 /// concealment (`~`) or a level that is wrong throughout.
 func toneWindowMap(_ x: [Int16], _ f: Double, rate: Int, rms: Double, levelDB: Double = 3) -> String {
-    let w = rate / 10
-    var map = ""
-    var i = 0
-    while i + w <= x.count {
-        let window = x[i..<(i + w)]
-        let p = Signal.power(window, f, rate: rate)
-        let others = max(Signal.power(window, f * 0.7, rate: rate), Signal.power(window, f * 1.3, rate: rate))
-        let level = 20 * log10(max(Signal.rms(window), 1) / rms)
-        map += p > 100 * others ? (abs(level) <= levelDB ? "+" : "~") : "."
-        i += w
-    }
-    return map
+    String(toneWindows(x, f, rate: rate, rms: rms, levelDB: levelDB).map { w -> Character in
+        switch w {
+        case .atLevel: return "+"
+        case .offLevel: return "~"
+        case .none: return "."
+        }
+    })
 }
 
 @Suite(.serialized) struct InteropTests {

@@ -62,6 +62,28 @@ import Glibc
         return (report["sessions"] as? [[String: Any]])?.first ?? [:]
     }
 
+    /// The stand-in's usage, as it said it sent it in each response.done: the count of
+    /// responses and the sum of one token figure (`input_token_details`, `audio_tokens`).
+    struct SentUsage {
+        let responses: [[String: Any]]
+        func sum(_ details: String, _ figure: String) -> Double {
+            Double(responses.reduce(0) { $0 + ((($1[details] as? [String: Any])?[figure] as? Int) ?? 0) })
+        }
+    }
+
+    /// Two push-to-talk turns, each answered, then the end of the call: what the
+    /// stand-in's report says of the usage it sent.
+    func twoTurnsThenEnd(_ r: Run) throws -> SentUsage {
+        #expect(r.agent.waitFor(type("provider_session") { $0["state"] as? String == "updated" }) != nil)
+        for _ in 0..<2 {
+            talk(r.agent)
+            #expect(r.agent.waitFor(finalTranscript("assistant", "Hello there, friend.")) != nil)
+        }
+        let sent = try end(r)["openai_usage_sent"] as? [[String: Any]] ?? []
+        #expect(sent.count >= 2, "\(sent)")
+        return SentUsage(responses: sent)
+    }
+
     /// A function tool end to end: the stand-in's model calls `weather` (GA events,
     /// arguments streamed), Linnet checks the arguments against the tools file's schema,
     /// runs the program from tools-dir with them on stdin, and sends its output back as
@@ -171,27 +193,20 @@ import Glibc
         defer { try? FileManager.default.removeItem(atPath: dir) }
         guard let r = try start(["--reply", "Hello there, friend."], name: "openai-metrics", linnet: ["--textfile-dir", dir]) else { return }
         defer { for f in r.cleanup { unlink(f) } }
-        #expect(r.agent.waitFor(type("provider_session") { $0["state"] as? String == "updated" }) != nil)
-        for _ in 0..<2 {
-            talk(r.agent)
-            #expect(r.agent.waitFor(finalTranscript("assistant", "Hello there, friend.")) != nil)
-        }
-        let session = try end(r)
-        let sent = session["openai_usage_sent"] as? [[String: Any]] ?? []
-        #expect(sent.count >= 2, "\(sent)")
-        func sum(_ a: String, _ b: String) -> Int { sent.reduce(0) { $0 + ((($1[a] as? [String: Any])?[b] as? Int) ?? 0) } }
+        let usage = try twoTurnsThenEnd(r)
+        let sum = usage.sum
 
         let scraped = try exporter.scrape(directory: dir, python: python)
         func value(_ series: String) -> Double? {
             scraped.split(separator: "\n").first { $0.hasPrefix(series + " ") }.flatMap { Double($0.split(separator: " ").last!) }
         }
         #expect(value("node_textfile_scrape_error") == 0, "\(scraped)")
-        #expect(value(#"linnet_provider_tokens_total{direction="input",modality="audio"}"#) == Double(sum("input_token_details", "audio_tokens")))
-        #expect(value(#"linnet_provider_tokens_total{direction="input",modality="text"}"#) == Double(sum("input_token_details", "text_tokens")))
-        #expect(value(#"linnet_provider_tokens_total{direction="output",modality="audio"}"#) == Double(sum("output_token_details", "audio_tokens")))
-        #expect(value(#"linnet_provider_tokens_total{direction="output",modality="text"}"#) == Double(sum("output_token_details", "text_tokens")))
-        #expect(value("linnet_provider_cached_tokens_total") == Double(sum("input_token_details", "cached_tokens")))
-        #expect(value("linnet_provider_responses_total") == Double(sent.count))
+        #expect(value(#"linnet_provider_tokens_total{direction="input",modality="audio"}"#) == sum("input_token_details", "audio_tokens"))
+        #expect(value(#"linnet_provider_tokens_total{direction="input",modality="text"}"#) == sum("input_token_details", "text_tokens"))
+        #expect(value(#"linnet_provider_tokens_total{direction="output",modality="audio"}"#) == sum("output_token_details", "audio_tokens"))
+        #expect(value(#"linnet_provider_tokens_total{direction="output",modality="text"}"#) == sum("output_token_details", "text_tokens"))
+        #expect(value("linnet_provider_cached_tokens_total") == sum("input_token_details", "cached_tokens"))
+        #expect(value("linnet_provider_responses_total") == Double(usage.responses.count))
         #expect(value("linnet_connects_total") == 1)
         #expect(value(#"linnet_session_starts_total{reason="initial"}"#) == 1)
         #expect(value(#"linnet_session_state{state="closed"}"#) == 1, "the last write is the closed session")
@@ -226,21 +241,21 @@ import Glibc
         // Scraped while the call is up: the device is connected, and the scrape is good.
         #expect(try server.waitFor(#"linnet_session_state{state="connected"}"#, equals: 1, python: python), "never scraped connected")
         #expect(try server.value(#"up{job="linnet"}"#, python: python) == 1)
-        for _ in 0..<2 {
-            talk(r.agent)
-            #expect(r.agent.waitFor(finalTranscript("assistant", "Hello there, friend.")) != nil)
+        // The path figures exist once RTCP has measured them (the first receiver report
+        // with a round trip comes some seconds into the call): the call lasts until they
+        // were scraped, or a loaded machine's short call could end before them.
+        for series in ["linnet_rtt_seconds", "linnet_jitter_seconds", "linnet_remote_loss_ratio"] {
+            #expect(try server.waitFor("count(last_over_time(\(series)[10m]))", equals: 1, python: python), "\(series) never scraped")
         }
-        let session = try end(r)
-        let sent = session["openai_usage_sent"] as? [[String: Any]] ?? []
-        #expect(sent.count >= 2, "\(sent)")
-        func sum(_ a: String, _ b: String) -> Double { Double(sent.reduce(0) { $0 + ((($1[a] as? [String: Any])?[b] as? Int) ?? 0) }) }
+        let usage = try twoTurnsThenEnd(r)
+        let sum = usage.sum
         // The last file (the closed session) scraped: its figures are the call's.
         #expect(try server.waitFor(#"linnet_session_state{state="closed"}"#, equals: 1, python: python), "never scraped the closed state")
         #expect(try server.value("node_textfile_scrape_error", python: python) == 0)
         #expect(try server.value(#"linnet_provider_tokens_total{direction="input",modality="audio"}"#, python: python) == sum("input_token_details", "audio_tokens"))
         #expect(try server.value(#"linnet_provider_tokens_total{direction="output",modality="audio"}"#, python: python) == sum("output_token_details", "audio_tokens"))
         #expect(try server.value(#"linnet_provider_tokens_total{direction="output",modality="text"}"#, python: python) == sum("output_token_details", "text_tokens"))
-        #expect(try server.value("linnet_provider_responses_total", python: python) == Double(sent.count))
+        #expect(try server.value("linnet_provider_responses_total", python: python) == Double(usage.responses.count))
         #expect(try server.value("linnet_connects_total", python: python) == 1)
         let tokens = sum("input_token_details", "audio_tokens") + sum("input_token_details", "text_tokens")
             + sum("output_token_details", "audio_tokens") + sum("output_token_details", "text_tokens")
