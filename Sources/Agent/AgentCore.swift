@@ -114,7 +114,8 @@ public final class AgentCore {
     /// when someone last spoke, and the press's wait for its first packet.
     var backlog = UplinkBacklog()
     var demandPress: Instant?
-    var releaseAfterBacklog = false
+    /// A release that came while the backlog was kept or sent: when, so the commit
+    /// follows the backlog and a press no session took can be dropped as stale.
     var backlogReleasedAt: Instant?
     var lastActivity = Instant.zero
     public internal(set) var pressToFirstPacket: Duration?
@@ -452,7 +453,6 @@ public final class AgentCore {
             // an on-demand press's backlog is being sent, the press reaches the new
             // conversation first and the release after the backlog (OnDemand.swift).
             if backlog.active {
-                releaseAfterBacklog = !down
                 backlogReleasedAt = down ? nil : now
             } else if down {
                 conversation.press(now: now)

@@ -84,11 +84,7 @@ extension AgentCore {
             log(.info, "the button was pressed, but \(capped!): no session until the next day")
             return
         }
-        backlog.start(now: now)
-        demandPress = now
-        releaseAfterBacklog = false
-        backlogReleasedAt = nil
-        pressToFirstPacket = nil
+        keepAudioFromPress(now: now)
         lastActivity = now
         record("on_demand", [("start", .bool(true))])
         supervisor.resume(now: now, reason: .demand)
@@ -110,9 +106,17 @@ extension AgentCore {
                                  ("audio_ms", .number(JSONNumber(backlog.samples / 48)))])
         backlog.stop()
         demandPress = nil
-        releaseAfterBacklog = false
         backlogReleasedAt = nil
         syncMic()
+    }
+
+    /// From this press on the microphone's audio is kept (the backlog), the press and
+    /// any release wait for it, and the wait for the first packet is timed again.
+    func keepAudioFromPress(now: Instant) {
+        backlog.start(now: now)
+        demandPress = now
+        backlogReleasedAt = nil
+        pressToFirstPacket = nil
     }
 
     /// A press while the session exists but cannot take a turn yet (connecting, or its
@@ -120,11 +124,7 @@ extension AgentCore {
     /// seconds after the media flows): what is said is kept as on demand and sent once
     /// the conversation is configured, instead of the turn being lost with its words.
     func keepPressForSession(now: Instant) {
-        backlog.start(now: now)
-        demandPress = now
-        releaseAfterBacklog = false
-        backlogReleasedAt = nil
-        pressToFirstPacket = nil
+        keepAudioFromPress(now: now)
         log(.info, "the button was pressed before the session could take a turn: what is said is kept and sent once it can")
         record("press_kept", [("state", .string(supervisor.state.rawValue))])
     }
@@ -160,9 +160,8 @@ extension AgentCore {
         }
         if backlog.isEmpty {
             backlog.stop()
-            backlogReleasedAt = nil
-            if releaseAfterBacklog {
-                releaseAfterBacklog = false
+            if backlogReleasedAt != nil {
+                backlogReleasedAt = nil
                 conversation.release(now: now)
             }
             syncMic()
