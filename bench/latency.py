@@ -44,13 +44,16 @@ samples, on the room's speaker.
   device         the device's part: from the playback write that carried the packet's
                  first sample (the room logs each write, `log_writes`, with the frames
                  still queued: snd_pcm_delay) to that sample heard.
-  linnet         the rest: wire → that write: the jitter buffer's wait, decoding, the
-                 playback ring (30 ms: a frame is queued behind 20 ms, after the period
-                 that left it there) and the period the playback thread renders before
-                 its blocking write returns (10 ms). Only the jitter buffer's part varies:
-                 it pops a frame per 20 ms pull of the speaker, at a phase set by where
-                 the first packet fell, so it holds packets 0–20 ms past its minimum, and
-                 that differs from call to call (one call: within a millisecond).
+  linnet         the rest: wire → that write: the jitter buffer's wait, decoding, and
+                 the playback ring (AudioIO: a 10 ms target, topped up in 10 ms pieces
+                 when a period's take leaves it below: a piece waits about a period for
+                 the next take). The playback thread renders each period just in time
+                 (PlaybackThread's JustInTime: once the device holds a period and a
+                 half), so nothing waits in the thread. Only the jitter buffer's part
+                 varies: it pops a frame per 20 ms pull of the speaker, and places a
+                 talkspurt's first frame on the pull nearest its target, so it holds
+                 packets within 10 ms of the target, by the pulls' phase against the
+                 arrivals, which differs from call to call (one call: within a ms).
 
 Linnet runs with `--duplex full`. With its defaults (`duplex auto`, aec on with a
 microphone and a speaker) the microphone is held, silence sent, while the echo
@@ -108,9 +111,9 @@ CHIRP_MS = 10
 SPACING_MS = 253.0   # 253 ≡ 13 (mod 20): 20 chirps visit every ms of the 20 ms frame
 LEAD_MS = 300        # the talker's chirps start this long after the stand-in's marker
 MARKER_MS = 60
-# Linnet's playback queues in `run`: the ring's playout target (AudioIO: max(30, frame +
-# 10) ms) and the period the playback thread renders before its blocking write.
-QUEUED_MS = 40
+# Linnet's playback queue in `run`: a 10 ms piece waits about a period in the ring
+# (AudioIO's 10 ms playout target) for the playback thread's next take.
+QUEUED_MS = 10
 
 
 def log(msg: str) -> None:
@@ -531,9 +534,8 @@ def main(argv=None) -> int:
     lin = col(downs, "linnet")
     if lin:
         held = pct(lin, 50) - QUEUED_MS
-        print(f"      of Linnet's part, {QUEUED_MS} ms is its queues by design (the playback ring: a decoded frame is queued\n"
-              f"      behind 20 ms and its first period rendered 30 ms later; that period then waits ~10 ms in the\n"
-              f"      playback thread, rendered before its blocking write), so the jitter buffer held the packet\n"
+        print(f"      of Linnet's part, about {QUEUED_MS} ms is its ring by design (a 10 ms piece waits about a period\n"
+              f"      for the playback thread's next take), so the jitter buffer held the packet\n"
               f"      about {held:.1f} ms (inferred, not measured: {held - pct(col(downs, 'jitter_target'), 50):+.1f} ms against its target)")
     if r["standin_lag_ms"]:
         lag = r["standin_lag_ms"]

@@ -95,6 +95,9 @@ public final class DuplexAudio {
     let mostTargetSamples: Int
     var underrunsSeen: UInt64 = 0
     var calmTopUps = 0
+    /// Whether the last top-up had downlink audio to queue (a call's stream), or only
+    /// silence (no call yet, between sessions).
+    var downlinkFlowing = false
     var loop: EventLoop?
     var sources: [EventLoop.SourceID] = []
     var uplinkFrame: [Int16] = []
@@ -261,6 +264,7 @@ public final class DuplexAudio {
             guardFrames -= 1
             let n = downlinkFrame.withUnsafeMutableBufferPointer { out -> Int in
                 let got = downlink(out)
+                downlinkFlowing = got > 0
                 if got > 0 { return min(got, out.count) }
                 let silence = min(silenceSamples, out.count)
                 for i in 0..<silence { out[i] = 0 }
@@ -276,8 +280,13 @@ public final class DuplexAudio {
         let underruns = playbackPipeline.underruns.xruns.load(ordering: .relaxed)
         let step = rate.samplesPerFrame
         if underruns != underrunsSeen {
-            // The first period of all runs short by design (nothing queued yet).
-            if underrunsSeen != 0 || underruns > 1 { targetSamples = min(targetSamples + step, mostTargetSamples) }
+            // The first period of all runs short by design (nothing queued yet). A ring
+            // that ran dry of silence (the loop held by a handshake before the call's
+            // audio flows) cost nothing audible: raising the target for it would cost the
+            // whole next 30 s of the call 10 ms of delay each.
+            if downlinkFlowing && (underrunsSeen != 0 || underruns > 1) {
+                targetSamples = min(targetSamples + step, mostTargetSamples)
+            }
             underrunsSeen = underruns
             calmTopUps = 0
         } else if targetSamples > leastTargetSamples {

@@ -8,29 +8,34 @@ import Wire
 import Audio
 import Platform
 
-/// How full the playback thread keeps the device (`PlaybackThread.run`): two periods
-/// queued when it writes the next (one playing, one ready), which a real-time thread
-/// keeps up with; one more after an underrun (a thread held up, a device that reports
-/// its delay coarsely), and back down after 10 s without one.
+/// How full the playback thread keeps the device (`PlaybackThread.run`), in half
+/// periods: a period and a half queued when it writes the next (one playing, half of
+/// the next ready), which a real-time thread keeps up with, since rendering a period
+/// takes microseconds; half a period more at each underrun (a thread held up, a device
+/// that reports its delay coarsely), up to three periods, and back down after 10 s
+/// without one. Every half period of it is 5 ms between the network and the speaker.
 struct JustInTime {
-    static let least = 2
-    static let most = 3
+    static let least = 3
+    static let most = 6
     static let calmPeriods = 1_000
-    var periods = JustInTime.least
+    var halfPeriods = JustInTime.least
     var calm = 0
 
     mutating func underrun() {
-        periods = min(periods + 1, JustInTime.most)
+        halfPeriods = min(halfPeriods + 1, JustInTime.most)
         calm = 0
     }
 
     mutating func period() {
         calm &+= 1
-        if calm >= JustInTime.calmPeriods, periods > JustInTime.least {
-            periods -= 1
+        if calm >= JustInTime.calmPeriods, halfPeriods > JustInTime.least {
+            halfPeriods -= 1
             calm = 0
         }
     }
+
+    /// Frames the device may hold when the next period is rendered.
+    func frames(period: Int) -> Int { halfPeriods * period / 2 }
 }
 
 /// The playback thread: asks the source for one period at a time and writes it.
@@ -177,12 +182,12 @@ public final class PlaybackThread<Source: PlaybackSource> {
         var fill = JustInTime()
         while control.isRunning {
             // Just in time: a period is rendered only once the device holds no more than
-            // `fill.periods` of them, so what is written goes out at once instead of
+            // `fill` of them, so what is written goes out at once instead of
             // waiting in a blocking write (a period) behind a full buffer (another): the
-            // speaker's share of the downlink's delay is `fill.periods`, not the whole
+            // speaker's share of the downlink's delay is `fill`, not the whole
             // buffer. The ring's audio waits in the ring meanwhile, where a flush finds it.
-            if !ownClock, !paced, let pcm, let queued = pcm.bufferedFrames(), queued > fill.periods * frames {
-                control.sleep(nanoseconds: framesToNanoseconds(queued - fill.periods * frames, rate: format.sampleRate))
+            if !ownClock, !paced, let pcm, let queued = pcm.bufferedFrames(), queued > fill.frames(period: frames) {
+                control.sleep(nanoseconds: framesToNanoseconds(queued - fill.frames(period: frames), rate: format.sampleRate))
             }
             let requests = flushRequests.load(ordering: .acquiring)
             if requests != flushesDone {

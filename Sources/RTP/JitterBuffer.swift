@@ -147,6 +147,11 @@ public struct JitterBuffer: Sendable {
     var delayAverage: Int64? = nil      // nanoseconds, exponential average
     var lastAdjust: Instant? = nil
 
+    // The playback's pulls: when the last pop came, and the lateness of the newest packet
+    // (nanoseconds), to place a talkspurt's first packet on the pull nearest its target.
+    var lastPull: Instant? = nil
+    var lastLateness: Int64 = 0
+
     public init(configuration: JitterBufferConfiguration = JitterBufferConfiguration()) {
         self.configuration = configuration
         slots = [Slot?](repeating: nil, count: configuration.capacity)
@@ -215,7 +220,7 @@ public struct JitterBuffer: Sendable {
 
         guard let next = nextSequence else {
             nextSequence = seq
-            playoutTs = tsExt - durationToTicks(targetDelay)
+            playoutTs = tsExt - anchorTicks(arrival: arrival)
             store(seq: seq, tsExt: tsExt, timestamp: timestamp, payload: payload)
             return
         }
@@ -224,7 +229,7 @@ public struct JitterBuffer: Sendable {
             let c = Int64(configuration.capacity)
             if !started && next - seq < c && highestSequence - seq < c {
                 nextSequence = seq
-                playoutTs = min(playoutTs, tsExt - durationToTicks(targetDelay))
+                playoutTs = min(playoutTs, tsExt - anchorTicks(arrival: arrival))
                 store(seq: seq, tsExt: tsExt, timestamp: timestamp, payload: payload)
             } else {
                 counters.late += 1
@@ -250,7 +255,7 @@ public struct JitterBuffer: Sendable {
             // Playout ran dry: start again `target` before this packet's frame (its
             // timestamp minus the frames still missing before it).
             let expectedNext = tsExt - (seq - nextSequence!) * frameTicks
-            playoutTs = max(playoutTs, expectedNext - durationToTicks(targetDelay))
+            playoutTs = max(playoutTs, expectedNext - anchorTicks(arrival: arrival))
             stalled = false
             delayAverage = nil
         }
@@ -279,6 +284,28 @@ public struct JitterBuffer: Sendable {
         }
     }
 
+    /// How far before a talkspurt's first frame the playout position starts, in ticks.
+    ///
+    /// Playout moves a whole frame at each pull of the playback, so the wait a frame gets
+    /// is a whole number of pulls: started `target` ahead in ticks, a frame would wait
+    /// for the pull after the one at or past its target, up to a frame more than the
+    /// target (a 21 ms target: 40 ms held on one call, 22 ms on the next, by the phase
+    /// alone, until drift control dropped a frame). Once the pulls' phase is known (a pop
+    /// less than two frames ago), the frame is placed on the pull nearest to its earliest
+    /// possible arrival plus the target: it waits within half a frame of the target,
+    /// the middle of drift control's band, so it needs no correction either way.
+    func anchorTicks(arrival: Instant) -> Int64 {
+        let frame = frameDuration.nanoseconds
+        guard frame > 0, let pull = lastPull, arrival >= pull, arrival - pull < frameDuration + frameDuration else {
+            return durationToTicks(targetDelay)
+        }
+        // Pull j (j ≥ 1) comes at pull + j frames.
+        let due = arrival.nanoseconds - lastLateness + targetDelay.nanoseconds - pull.nanoseconds
+        let pulls = max(1, (due + frame / 2) / frame)
+        // Delivered at the j-th pop: the j − 1 before it each move playout a frame on.
+        return (pulls - 1) * frameTicks
+    }
+
     /// Lateness = transit − the smallest transit of the last one to two windows.
     mutating func measureLateness(tsExt: Int64, arrival: Instant) {
         let transit = arrival.nanoseconds - ticksToDuration(tsExt).nanoseconds
@@ -294,6 +321,7 @@ public struct JitterBuffer: Sendable {
         minTransit.current = min(minTransit.current, transit)
         let base = min(minTransit.current, minTransit.previous)
         let lateness = max(0, transit - base)
+        lastLateness = lateness
         maxLateness.current = max(maxLateness.current, lateness)
         let wanted = Duration(nanoseconds: max(maxLateness.current, maxLateness.previous)) + frameDuration
         targetDelay = min(max(wanted, configuration.minDelay), configuration.maxDelay)
@@ -329,6 +357,7 @@ public struct JitterBuffer: Sendable {
     /// The next frame. Call once per frame period of the playback; `quiet` says the
     /// recent output was low-level, which allows a drift correction.
     public mutating func pop(now: Instant, quiet: Bool = false) -> JitterBufferOutput {
+        lastPull = now
         guard let next = nextSequence else { return .empty }
         let wanted = quiet ? wantedAdjustment(now: now) : 0
         if let p = slot(next) {

@@ -172,7 +172,7 @@ func run(_ duplex: DuplexAudio, on clock: VirtualClock, threads: Int = 2, loop: 
 
     /// The speaker's share of the downlink delay is what is queued in it when a period
     /// is written: with a 200 ms buffer the playback thread still writes each period when
-    /// no more than JustInTime's two (three after an underrun) are queued, where it used
+    /// no more than JustInTime's period and a half (up to three after underruns) is queued, where it used
     /// to block behind a full buffer and add 200 ms to every word the assistant says.
     @Test func playbackKeepsTheDeviceJustFullEnough() throws {
         let air = FakeAir()
@@ -193,10 +193,10 @@ func run(_ duplex: DuplexAudio, on clock: VirtualClock, threads: Int = 2, loop: 
         let dry = speaker.underruns.load(ordering: .relaxed)
         #expect(queued.count >= 80, "\(queued.count) writes")
         // On virtual time the thread is never late, so the speaker never runs dry and
-        // the fill stays at JustInTime's least: two periods, exactly, once it is reached.
+        // the fill stays at JustInTime's least: a period and a half, exactly, once it is reached.
         #expect(dry == 0, "the speaker ran dry \(dry) times")
         let most = queued.max() ?? 0
-        #expect(most == JustInTime.least * 480, "up to \(most) frames were queued in the speaker when a period was written")
+        #expect(most == JustInTime.least * 240, "up to \(most) frames were queued in the speaker when a period was written")
     }
 
     /// Barge-in: with 200 ms queued in the speaker and some in the ring, a flush drops
@@ -234,12 +234,12 @@ func run(_ duplex: DuplexAudio, on clock: VirtualClock, threads: Int = 2, loop: 
         let at = speaker.discardedAt.load(ordering: .acquiring)
         // At the top of the thread's next period, as PlaybackThread promises: within one.
         #expect(at >= flushedAt && at - flushedAt <= 480, "the flush happened \(at - flushedAt) frames after it was asked for")
-        // The device held what was written just in time (two 10 ms periods of its 200 ms
+        // The device held what was written just in time (15 ms, a period and a half of its 200 ms
         // buffer, PlaybackThread's JustInTime, which never ran dry here), and the flush
         // dropped that too.
         #expect(speaker.underruns.load(ordering: .relaxed) == 0)
         let held = speaker.discarded.load(ordering: .relaxed)
-        #expect(held == JustInTime.least * 480, "the device held \(held) frames")
+        #expect(held == JustInTime.least * 240, "the device held \(held) frames")
         #expect(duplex.playbackPipeline.flushedSamples.load(ordering: .relaxed) > 0, "the ring held audio too")
         // Before the flush the old audio played; from it on, never again.
         #expect((flushedAt - 9_600..<flushedAt).contains { air.samples[$0] == 1_000 })
@@ -261,7 +261,7 @@ func run(_ duplex: DuplexAudio, on clock: VirtualClock, threads: Int = 2, loop: 
         print("flush: the loop refilled \(deliveredAt - at) samples after it, the new audio played \(queuedBehind) after that; \(new) of \(after.count - first) samples after that were new")
         #expect(deliveredAt == at, "the loop refilled \(deliveredAt - at) samples after the flush")
         #expect(first < after.count, "the new audio plays after the flush")
-        #expect(queuedBehind <= (JustInTime.most + 1) * 480, "the new audio waited \(queuedBehind) samples behind the device's queue")
+        #expect(queuedBehind <= JustInTime.most * 240 + 480, "the new audio waited \(queuedBehind) samples behind the device's queue")
         // And from then on only the new audio: the ring never ran dry.
         #expect(new == after.count - first, "the new audio plays after the flush: \(new) of \(after.count - first) samples")
         // The reference never shows the dropped audio as played.

@@ -88,9 +88,32 @@ func checkInvariant(_ run: Run, count: Int) -> (delivered: Int, lost: Int, fec: 
     #expect(r.delivered == 100 && r.lost == 0)
     #expect(jb.counters.late == 0 && jb.counters.lost == 0)
     #expect(jb.targetDelay == .milliseconds(20))
-    // The first packet arrives at 30 ms; pops at 45 ms (.empty: buffering) then 65 ms.
-    #expect(run.outputs[2].1 == .empty)
-    if case .packet(let p) = run.outputs[3].1 { #expect(p.sequence == 0) } else { Issue.record("no packet at 65 ms") }
+    // The first packet arrives at 30 ms, and the pulls come at 5, 25, 45, 65 ms: it is
+    // due at 30 + the 20 ms target = 50 ms, and the pull nearest to that is at 45 ms (a
+    // 15 ms wait, within half a frame of the target), not the one after (35 ms: playout
+    // moved a whole frame per pull from a start 20 ms of ticks ahead).
+    #expect(run.outputs[1].1 == .empty)
+    if case .packet(let p) = run.outputs[2].1 { #expect(p.sequence == 0) } else { Issue.record("no packet at 45 ms") }
+}
+
+/// Whatever the phase of the playback's pulls against the packets' arrivals, the first
+/// frame waits within half a frame of the target, and so does every frame after it (no
+/// jitter: the same wait for all). Started a target of ticks ahead, the wait was up to a
+/// frame and a half past it, by the phase alone.
+@Test func theFirstFrameWaitsItsTargetWhateverThePullsPhase() {
+    for offset in stride(from: Int64(0), to: 20_000_000, by: 1_000_000) {
+        var rng = SeededRandom(seed: 1)
+        let arrivals = network(count: 50, jitter: { _ in 0 }, loss: 0, duplicate: 0, rng: &rng)
+        var jb = JitterBuffer()
+        let run = drive(&jb, arrivals, pops: 60, popOffset: offset)
+        #expect(checkInvariant(run, count: 50).delivered == 50)
+        let target = jb.targetDelay.nanoseconds
+        for (now, out) in run.outputs {
+            guard case .packet(let p) = out, let a = arrivals.first(where: { $0.seq == p.sequence }) else { continue }
+            let waited = now - a.at
+            #expect(abs(waited - target) <= 10_000_000, "pulls at \(offset / 1_000_000) ms past 20: packet \(p.sequence) waited \(waited / 1_000) µs against a \(target / 1_000) µs target")
+        }
+    }
 }
 
 @Test(arguments: [UInt64(3), 17, 99, 2024])
