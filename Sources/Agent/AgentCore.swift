@@ -797,6 +797,11 @@ public final class AgentCore {
                 // The jitter buffer here, the device's ring and buffer by the runtime.
                 activeSession?.media?.flushPlayback()
                 if let id = activeID { emit(.flushPlayback(session: id)) }
+            case .cutPlayback:
+                activeSession?.media?.cutPlayback(now: now)
+                if let id = activeID { emit(.flushPlayback(session: id)) }
+            case .releasePlayback:
+                activeSession?.media?.releasePlayback()
             }
         }
     }

@@ -153,6 +153,8 @@ public struct RealtimeConversation: Sendable {
     // The assistant.
     private var responseActive = false
     private var audioPlaying = false
+    /// A cut (`.cutPlayback`) holds the downlink until the server confirms it stopped.
+    private var playbackCut = false
     private var currentResponseID: String? = nil
     private var cancelledResponseID: String? = nil
     /// We sent `response.create` and have not seen its `response.created` yet.
@@ -381,7 +383,8 @@ public struct RealtimeConversation: Sendable {
         }
         let wasPlaying = audioPlaying, wasResponding = responseActive
         setSpeaking(response: false, audio: false)
-        queue.append(.flushPlayback)
+        queue.append(.cutPlayback)
+        playbackCut = true
         // A response cut before its audio began to play was heard not at all: its item
         // is truncated at 0, so the model's context does not hold a reply nobody heard.
         if wasPlaying || wasResponding { truncateHeard(played: wasPlaying) }
@@ -623,6 +626,10 @@ public struct RealtimeConversation: Sendable {
                 item.spurt = nil  // placed again from the audio's own start
                 audioItem = item
                 placeItemStart()
+            }
+            if playbackCut {
+                playbackCut = false
+                queue.append(.releasePlayback)
             }
             setSpeaking(response: responseActive, audio: true)
         case "output_audio_buffer.stopped":

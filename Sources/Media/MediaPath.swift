@@ -27,6 +27,8 @@ public final class MediaPath {
     /// nor recovered by FEC): the stream's time, but not the far end's sound, so what
     /// the speaker played of a reply does not end on it.
     public private(set) var lastConcealed = false
+    /// While set, a cut's hold (`cutPlayback`): until then what arrives is not played.
+    public private(set) var cutUntil: Instant? = nil
     /// Frames played since the last quiet one.
     var sinceQuiet = 0
     var lastQuiet = false
@@ -90,6 +92,23 @@ public final class MediaPath {
         jitter.discardBuffered()
     }
 
+    /// A cut's hold lasts until the next reply's audio starts, and at most this long: a
+    /// provider that never says so is heard again after it, rather than never. A next
+    /// reply comes after the words that cut this one and the server's end-of-turn
+    /// silence (500 ms by default), so no reply starts within it.
+    public static let cutHold: Duration = .seconds(1)
+
+    /// The user cut the reply: drops what is queued, and silences whatever arrives until
+    /// `releasePlayback` (or `cutHold`): the rest of the reply the server streams until it
+    /// hears the clear. Packets still go through the jitter buffer and the decoder, so
+    /// both are where the stream is when the next reply's audio starts.
+    public func cutPlayback(now: Instant) {
+        jitter.discardBuffered()
+        cutUntil = now + MediaPath.cutHold
+    }
+
+    public func releasePlayback() { cutUntil = nil }
+
     public func received(sequence: Int64, timestamp: UInt32, payload: [UInt8], arrival: Instant) {
         receiving = true
         jitter.insert(sequence: sequence, timestamp: timestamp, payload: payload, arrival: arrival)
@@ -100,6 +119,12 @@ public final class MediaPath {
     /// first packet.
     public func playout(now: Instant, into out: UnsafeMutableBufferPointer<Int16>) -> Int {
         guard receiving else { return 0 }
+        // Held after a cut: decoded as usual, then silenced. Skipping the decoding would
+        // leave the decoder's state at the cut reply's last frame, and the first frame
+        // decoded after the hold would carry a blip of it (heard: 50 ms, a second after
+        // the cut).
+        if let until = cutUntil, now >= until { cutUntil = nil }
+        let held = cutUntil != nil
         let decoder = self.decoder
         // A concealed (or FEC-recovered) frame is as long as the far end's frames, which
         // the jitter buffer learns from their timestamps.
@@ -148,6 +173,10 @@ public final class MediaPath {
             // The decoder refused even concealment: play silence of a frame's length.
             n = conceal
             for i in 0..<n { out[i] = 0 }
+        }
+        if held {
+            for i in 0..<n { out[i] = 0 }
+            lastConcealed = false
         }
         if stream { streamSamples += n }
         let after = jitter.counters

@@ -308,7 +308,12 @@ public final class AudioIO {
 
     /// Barge-in: drops what waits for the speaker, in the ring and in the device, at
     /// once (the playback thread's next period). The caller stops the downlink itself.
-    func flushPlayback() { duplex?.flushPlayback() }
+    /// The decoded frame still being handed over goes too: its second half is the
+    /// reply that was cut.
+    func flushPlayback() {
+        pendingCount = 0
+        duplex?.flushPlayback()
+    }
 
     /// What the speaker played, aligned to each capture frame, for capture hooks (echo
     /// cancellation) added to the chain once the pipeline is built.

@@ -593,6 +593,14 @@ final class FakeMedia: CallMedia {
     var lastConcealed: Bool { false }
     func playout(now: Instant, into out: UnsafeMutableBufferPointer<Int16>) -> Int { 0 }
     func flushPlayback() { flushes += 1 }
+    /// Cuts are flushes too, and say how long they hold the downlink.
+    var cuts = 0
+    func cutPlayback(now: Instant) {
+        flushes += 1
+        cuts += 1
+    }
+    var releases = 0
+    func releasePlayback() { releases += 1 }
 
     /// The frame index a fake packet carries.
     static func index(_ payload: [UInt8]) -> Int? {

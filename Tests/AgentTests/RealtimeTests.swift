@@ -400,7 +400,7 @@ private enum Fixture {
         let out = drain(&c)
         #expect(types(try sent(out)) == ["input_audio_buffer.clear", "response.cancel", "output_audio_buffer.clear"])
         #expect(events(out) == [.speaking(false)])
-        #expect(out.last == .flushPlayback, "the local playback is emptied at once")
+        #expect(out.last == .cutPlayback, "the local playback is emptied at once, and held")
         #expect(!c.isAssistantSpeaking)
         // OpenAIScript.on_response_cancel's answers, then on_output_clear's, then a late
         // output_audio_buffer.started of the cancelled response: no more speaking events,
@@ -1170,7 +1170,7 @@ private enum Fixture {
         // No input_audio_buffer.clear: in voice mode the user's words are in it.
         #expect(types(try sent(out)) == ["response.cancel", "output_audio_buffer.clear"])
         #expect(events(out) == [.speaking(false)])
-        #expect(out.last == .flushPlayback)
+        #expect(out.last == .cutPlayback)
         // The server's answers and a late started of the cancelled response.
         var late = receive(&c, Fixture.responseCancelled)
         late += receive(&c, Fixture.audioCleared)
@@ -1181,6 +1181,25 @@ private enum Fixture {
         #expect(!again && drain(&c).isEmpty)
         // The server's next response is heard.
         #expect(events(receive(&c, #"{"type":"response.created","response":{"id":"resp_next"}}"#)) == [.speaking(true)])
+    }
+
+    @Test("a cut holds the downlink until a new reply's audio starts, the server's clear or not")
+    func aCutHoldsUntilTheServerStops() throws {
+        var c = opened(RealtimeSettings(turnDetection: .vad))
+        _ = receive(&c, Fixture.responseCreated)
+        _ = receive(&c, Fixture.audioStarted)
+        let cut = c.localSpeech(now: at(100))
+        #expect(cut)
+        #expect(drain(&c).contains(.cutPlayback))
+        // Neither the server's cleared (what it sent before is still on its way) nor a
+        // late start of the cancelled reply ends the hold; the next reply's own audio
+        // does, once.
+        #expect(!receive(&c, Fixture.audioCleared).contains(.releasePlayback))
+        #expect(!receive(&c, Fixture.audioStarted).contains(.releasePlayback))
+        _ = receive(&c, #"{"type":"response.created","response":{"id":"resp_next"}}"#)
+        let next = #"{"type":"output_audio_buffer.started","response_id":"resp_next"}"#
+        #expect(receive(&c, next).contains(.releasePlayback))
+        #expect(!receive(&c, next).contains(.releasePlayback))
     }
 
     @Test("after response.done only the audio is cleared; silent: nothing")
@@ -1252,7 +1271,7 @@ private enum Fixture {
         #expect(t["item_id"]?.string == Fixture.replyItem)
         #expect(t["content_index"]?.int64 == 1)
         #expect(t["audio_end_ms"]?.int64 == 1_400)
-        #expect(out.contains(.flushPlayback))
+        #expect(out.contains(.cutPlayback))
         // The heard part (1.4 s at 15 characters a second: 21 characters), not the whole
         // reply the server's done event gave long before.
         #expect(events(out).contains(.interrupted(text: "Hi, this is the test…", heardMilliseconds: 1_400, itemID: Fixture.replyItem)))

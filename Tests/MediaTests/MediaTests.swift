@@ -214,6 +214,36 @@ struct DriftRun {
         #expect(concealedAt == (near.stats.concealed == 1 ? [12] : []))
     }
 
+    /// A cut: the reply's packets that still arrive after it (the server streams until it
+    /// hears the clear) are not played; once released, the next packets are, from a
+    /// talkspurt of their own. Unreleased, the hold ends after `cutHold`.
+    @Test func aCutDropsWhatArrivesUntilReleased() throws {
+        let far = try MediaPath(MediaSettings(frameMilliseconds: 20))
+        let input = tone(960 * 200, rate: 48_000)
+        func run(release: Int?) throws -> [Int] {
+            let near = try MediaPath()
+            var out = [Int16](repeating: 0, count: near.clock.maxPacketSamples)
+            var audible: [Int] = []
+            for k in 0..<200 {
+                let now = Instant(nanoseconds: Int64(k) * 20_000_000)
+                let payload = input.withUnsafeBufferPointer { far.encode(Array($0[(k * 960)..<((k + 1) * 960)])) }!
+                near.received(sequence: Int64(k), timestamp: UInt32(k * 960), payload: payload, arrival: now)
+                if k == 20 { near.cutPlayback(now: now) }
+                if k == release { near.releasePlayback() }
+                let n = out.withUnsafeMutableBufferPointer { near.playout(now: now + .milliseconds(5), into: $0) }
+                if n > 0 && out[0..<n].contains(where: { abs(Int($0)) > 1_000 }) { audible.append(k) }
+            }
+            return audible
+        }
+        let released = try run(release: 30)
+        let heldQuiet = released.allSatisfy { !(20..<30).contains($0) }
+        #expect(released.contains(19) && heldQuiet && released.contains(40), "audible pulls: \(released)")
+        let capped = try run(release: nil)
+        let until = Int(MediaPath.cutHold.milliseconds / 20)
+        let cappedQuiet = capped.allSatisfy { !(20..<(20 + until)).contains($0) }
+        #expect(cappedQuiet && capped.contains(20 + until + 10), "audible pulls: \(capped)")
+    }
+
     /// Nothing before the first packet: the speaker side plays silence of its own.
     @Test func nothingBeforeTheFirstPacket() throws {
         let m = try MediaPath()

@@ -80,6 +80,12 @@ VARIANTS = {"default": [], "full": ["--duplex", "full"], "aec": ["--aec"], "aec-
             "ptt": ["--turn-detection", "ptt"],
             "on-demand": ["--turn-detection", "ptt", "--session", "on-demand", "--idle-seconds", "5"]}
 PTT_VARIANTS = ("ptt", "on-demand")
+# The stand-in's own arguments for a variant. "own-flag": Linnet's defaults against a
+# server VAD that starts speech only after 500 ms of loud frames, so every barge-in is
+# cut by Linnet's own voice flag (barge-in-ms), not by the provider's
+# output_audio_buffer.cleared: onset → speaker silent is then Linnet's alone.
+VARIANTS["own-flag"] = []
+STANDIN_VARIANTS = {"own-flag": ["--vad-onset-frames", "25"]}
 # Push-to-talk talkers: the first request PTT_FIRST_S after the microphone starts, each
 # next one PTT_GAP_MS after the reply to the last ended (longer than idle-seconds 5, so
 # on demand each request starts its own session); the press comes PTT_LEAD_MS before
@@ -375,7 +381,7 @@ def stop_call(procs: dict) -> Optional[int]:
 
 
 def run_call(cell_dir: str, a, meta: dict, room: dict, loss: float, flags: list, n: int, seed: int,
-             ptt: bool = False) -> dict:
+             ptt: bool = False, standin_extra: Optional[list] = None) -> dict:
     os.makedirs(cell_dir, exist_ok=True)
     logdir = os.path.join(cell_dir, "room")
     shutil.rmtree(logdir, ignore_errors=True)
@@ -392,7 +398,8 @@ def run_call(cell_dir: str, a, meta: dict, room: dict, loss: float, flags: list,
     # The service's set-up time (OpenAI's /calls answer takes about a second): what a
     # session on demand has to catch up on.
     delay = ["--answer-delay", f"{ANSWER_DELAY_S:g}"] if ptt else []
-    procs = start_call(cell_dir, a, ["--replies", replies] + delay, flags, relay_cmds, seed, a.call_limit)
+    procs = start_call(cell_dir, a, ["--replies", replies] + delay + (standin_extra or []), flags, relay_cmds, seed,
+                       a.call_limit)
     linnet = procs["linnet"]
     events_path = os.path.join(logdir, "events.jsonl")
     presser = Presser(events_path, n, linnet.p.pid) if ptt else None
@@ -743,7 +750,7 @@ def main(argv=None) -> int:
                 shutil.rmtree(cell_dir, ignore_errors=True)
                 log(f"duplex: {name}: calling ({ROOMS[room_name]['what']}, {loss:g} % loss, flags {VARIANTS[variant]})")
                 call = run_call(cell_dir, a, meta, ROOMS[room_name], loss, VARIANTS[variant], a.requests, a.seed,
-                                ptt=variant in PTT_VARIANTS)
+                                ptt=variant in PTT_VARIANTS, standin_extra=STANDIN_VARIANTS.get(variant))
                 j = judge(cell_dir, meta, a.requests, recs)
                 cell = {"variant": variant, "room": room_name, "loss": loss, "call": call, **j}
                 results["cells"].append(cell)
