@@ -389,7 +389,7 @@ public final class AgentCore {
     /// been on for `heldFor` of audio without a break (zero: off); the runtime reports
     /// it with every uplink frame. Held for `localBargeIn` while the assistant speaks,
     /// it barges in once per stretch of voice: `response.cancel` (only while a response
-    /// is in progress), `output_audio_buffer.clear` and `.flushPlayback` at once.
+    /// is in progress), `output_audio_buffer.clear` and `.cutPlayback` at once.
     ///
     /// Why a debounce: the flag is speexdsp's per-10 ms speech probability with a
     /// hysteresis, and it flips on for a frame or a few at a cough, a door, a cup set
@@ -793,11 +793,8 @@ public final class AgentCore {
                     apply(s)
                 }
             case .event(let e): conversationEvent(e)
-            case .flushPlayback:
-                // The jitter buffer here, the device's ring and buffer by the runtime.
-                activeSession?.media?.flushPlayback()
-                if let id = activeID { emit(.flushPlayback(session: id)) }
             case .cutPlayback:
+                // The jitter buffer here, the device's ring and buffer by the runtime.
                 activeSession?.media?.cutPlayback(now: now)
                 if let id = activeID { emit(.flushPlayback(session: id)) }
             case .releasePlayback:

@@ -24,10 +24,8 @@ public protocol CallMedia: AnyObject {
     var streamSamples: Int { get }
     /// Whether the last playout was concealment rather than received audio.
     var lastConcealed: Bool { get }
-    /// Drops what is queued to play (a barge-in), and ends a cut's hold.
-    func flushPlayback()
-    /// Drops what is queued to play, and what arrives until `releasePlayback` or a
-    /// bounded time (the rest of a reply the user cut).
+    /// Drops what is queued to play, and silences what arrives until
+    /// `releasePlayback` or a bounded time (the rest of a reply that was cut).
     func cutPlayback(now: Instant)
     /// Ends a cut's hold: what arrives from now on plays.
     func releasePlayback()

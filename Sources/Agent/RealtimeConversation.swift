@@ -13,7 +13,7 @@
 ///   when `handleTimeout(now:)` is due (the ptt tail, the wait for `session.updated`,
 ///   for `committed`, for a transcription that orders the lines).
 ///   `.send(text)` is a JSON text for `oai-events`; `.event(e)` is for the log and the
-///   supervisor; `.flushPlayback` empties the local playback. Outputs come out in the
+///   supervisor; `.cutPlayback` empties the local playback. Outputs come out in the
 ///   order the inputs caused them.
 /// - One `RealtimeConversation` per provider session (a reconnect or a rollover makes a
 ///   new one), so no state of an old session can leak into the next.
@@ -47,7 +47,7 @@
 ///   caller may still use the button as a microphone mute). With echo cancellation
 ///   and Linnet's own voice flag, `localSpeech` cuts the assistant as a press does
 ///   (`response.cancel` while a response is in progress, `output_audio_buffer.clear`,
-///   `.flushPlayback`) without waiting for the server's VAD to hear it over the network.
+///   `.cutPlayback`) without waiting for the server's VAD to hear it over the network.
 /// - Before the channel is open nothing can be sent: `press`/`release`/`audioSent` are
 ///   ignored until `channelOpened`.
 /// - Server events are parsed with tight `JSONLimits` (depth 32, 1 MiB, 256 KiB strings);
@@ -638,10 +638,12 @@ public struct RealtimeConversation: Sendable {
             setSpeaking(response: responseActive, audio: false)
         case "output_audio_buffer.cleared":
             // The server dropped what it had not sent yet (VAD interruption, or our
-            // clear): what is already here must not play on either.
+            // clear): what is already here must not play on either, nor what it sent
+            // before it stopped and is still on its way (a cut, as ours).
             let wasPlaying = audioPlaying
             setSpeaking(response: responseActive, audio: false)
-            queue.append(.flushPlayback)
+            queue.append(.cutPlayback)
+            playbackCut = true
             if wasPlaying { truncateHeard() }
 
         case "response.output_item.added":

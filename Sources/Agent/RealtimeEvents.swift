@@ -152,17 +152,15 @@ public enum RealtimeOutput: Sendable, Equatable {
     /// A JSON text to send on `oai-events` (a text message, PPID 51).
     case send(String)
     case event(RealtimeEvent)
-    /// Empty the local playback at once (the jitter buffer, the device's buffer): the
-    /// user barged in, or the server cleared its output buffer. Without it up to the
-    /// jitter buffer's depth plus the device buffer keeps playing after the cut.
-    case flushPlayback
-    /// The user cut the reply here (local speech over it, a press): empty the local
-    /// playback as `.flushPlayback` does, and drop what still arrives of that reply.
-    /// The server streams it until it hears our `output_audio_buffer.clear`, and what it
-    /// sent before (in flight, in its sender's queues) arrives after the cut, even after
-    /// its `output_audio_buffer.cleared`: without the hold, 50 ms of the reply were
-    /// heard again 20 ms after the speaker fell silent (the stand-in, on loopback). The
-    /// hold ends when a new reply's audio starts (`.releasePlayback`), or after
+    /// The reply was cut (local speech over it, a press, the server's VAD: its
+    /// `output_audio_buffer.cleared`): empty the local playback at once (the jitter
+    /// buffer, the device's ring and buffer; without it their depth keeps playing after
+    /// the cut), and silence what still arrives of that reply. The server streams it
+    /// until it hears our `output_audio_buffer.clear` or its VAD fires, and what it sent
+    /// before (in flight, in its sender's queues) arrives after the cut, even after its
+    /// `output_audio_buffer.cleared`: without the hold, 50–90 ms of the reply were heard
+    /// again 20 ms after the speaker fell silent (the stand-in, on loopback). The hold
+    /// ends when a new reply's audio starts (`.releasePlayback`), or after
     /// `MediaPath.cutHold` at most.
     case cutPlayback
     /// A new reply's audio has started: what arrives now is to be heard.

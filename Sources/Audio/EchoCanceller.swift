@@ -49,6 +49,16 @@ struct EchoTalk {
     /// tail, and what the filter makes of the reference still in its memory).
     var farHeld = 0.0
     var inputHeld = 0.0
+    /// The delayed reference's power held with a decay of 0.75 dB a frame (an RT60 of
+    /// 0.8 s, past the room grid's longest, 0.6 s), for whether echo is expected at all
+    /// (under −60 dBFS: not). With `farHeld`'s 0.5 dB (an RT60 of 1.2 s) a reply at
+    /// −20 dBFS kept echo expected 800 ms after it ended, and a user who answered 250 ms
+    /// after it lost their first words to the hold (bench/duplex-wer.sh, speaker board:
+    /// "turn on the kitchen light" sent as "kitchen light"). 1 dB a frame lost no word
+    /// there, but left one grid cell (300 ms, RT60 0.4 s, echo 10 dB over the talker)
+    /// at 24.6 dB ERLE, under the 25 dB goal: the residual suppressor lets near-end
+    /// frames through, and the tail of a loud echo behind a long delay is one.
+    var farTail = 0.0
     /// The output's noise floor: its quietest recent power (falls at once, rises about
     /// 7 dB a second).
     var outputFloor = 1e12
@@ -478,11 +488,12 @@ public final class EchoCanceller: AudioHook, @unchecked Sendable {
         // (Literals, not statics: a static's first use on this thread would initialise it.)
         // The held powers decay by 0.5 dB a frame (0.891).
         t.pointee.farHeld = max(far, t.pointee.farHeld * 0.891)
+        t.pointee.farTail = max(far, t.pointee.farTail * 0.841)
         let held = t.pointee.inputHeld * 0.891
         t.pointee.inputHeld = max(input, held)
         t.pointee.lastTalk = t.pointee.talk
         // (Nested ifs: `&&` takes an autoclosure, which the RT audit counts.)
-        guard t.pointee.farHeld > n * 1024 else {
+        guard t.pointee.farTail > n * 1024 else {
             t.pointee.expected = false
             t.pointee.talk = false
             t.pointee.sinceTalk = 0

@@ -85,23 +85,17 @@ public final class MediaPath {
 
     // MARK: Downlink
 
-    /// A received packet (extended sequence number, RTP timestamp, its Opus payload,
-    /// which the jitter buffer keeps as it is).
-    /// Barge-in: drops what the jitter buffer holds, so the cut is heard at once.
-    public func flushPlayback() {
-        jitter.discardBuffered()
-    }
-
     /// A cut's hold lasts until the next reply's audio starts, and at most this long: a
     /// provider that never says so is heard again after it, rather than never. A next
     /// reply comes after the words that cut this one and the server's end-of-turn
     /// silence (500 ms by default), so no reply starts within it.
     public static let cutHold: Duration = .seconds(1)
 
-    /// The user cut the reply: drops what is queued, and silences whatever arrives until
-    /// `releasePlayback` (or `cutHold`): the rest of the reply the server streams until it
-    /// hears the clear. Packets still go through the jitter buffer and the decoder, so
-    /// both are where the stream is when the next reply's audio starts.
+    /// Barge-in: drops what the jitter buffer holds, so the cut is heard at once, and
+    /// silences whatever arrives until `releasePlayback` (or `cutHold`): the rest of the
+    /// reply the server streams until it hears the clear. Packets still go through the
+    /// jitter buffer and the decoder, so both are where the stream is when the next
+    /// reply's audio starts.
     public func cutPlayback(now: Instant) {
         jitter.discardBuffered()
         cutUntil = now + MediaPath.cutHold
@@ -109,6 +103,8 @@ public final class MediaPath {
 
     public func releasePlayback() { cutUntil = nil }
 
+    /// A received packet (extended sequence number, RTP timestamp, its Opus payload,
+    /// which the jitter buffer keeps as it is).
     public func received(sequence: Int64, timestamp: UInt32, payload: [UInt8], arrival: Instant) {
         receiving = true
         jitter.insert(sequence: sequence, timestamp: timestamp, payload: payload, arrival: arrival)

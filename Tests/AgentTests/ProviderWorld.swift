@@ -592,13 +592,7 @@ final class FakeMedia: CallMedia {
     var streamSamples: Int { 0 }
     var lastConcealed: Bool { false }
     func playout(now: Instant, into out: UnsafeMutableBufferPointer<Int16>) -> Int { 0 }
-    func flushPlayback() { flushes += 1 }
-    /// Cuts are flushes too, and say how long they hold the downlink.
-    var cuts = 0
-    func cutPlayback(now: Instant) {
-        flushes += 1
-        cuts += 1
-    }
+    func cutPlayback(now: Instant) { flushes += 1 }
     var releases = 0
     func releasePlayback() { releases += 1 }
 

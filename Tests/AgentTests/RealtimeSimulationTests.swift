@@ -146,7 +146,7 @@ private func simulate(seed: UInt64, seconds: Int, channelLatency: Int, rtpLatenc
                 let type = (try? JSONValue.parse(text))?["type"]?.string
                 if type == "input_audio_buffer.commit" { result.commitsSent += 1 }
                 if type == "response.cancel" { result.cancelsSent += 1 }
-            case .flushPlayback, .cutPlayback, .releasePlayback:
+            case .cutPlayback, .releasePlayback:
                 break
             case .event(let e):
                 switch e {

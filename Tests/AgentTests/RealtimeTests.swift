@@ -411,7 +411,7 @@ private enum Fixture {
         late += receive(&c, Fixture.audioCleared)
         late += receive(&c, Fixture.audioStarted)
         // The server's clear empties the local playback again (harmless twice).
-        #expect(late == [.flushPlayback])
+        #expect(late == [.cutPlayback])
         #expect(!c.isAssistantSpeaking)
         // The turn goes on as usual.
         sendAudio(&c, frames: 10)
@@ -1143,14 +1143,14 @@ private enum Fixture {
         #expect(!c.isBusy)
     }
 
-    @Test("output_audio_buffer.cleared (VAD interruption) empties the local playback")
+    @Test("output_audio_buffer.cleared (VAD interruption) empties the local playback, and holds it")
     func clearedFlushes() {
         var c = opened(RealtimeSettings(turnDetection: .vad))
         _ = receive(&c, Fixture.responseCreated)
         _ = receive(&c, Fixture.audioStarted)
         _ = receive(&c, Fixture.responseCancelled)
         let out = receive(&c, Fixture.audioCleared)
-        #expect(out == [.event(.speaking(false)), .flushPlayback])
+        #expect(out == [.event(.speaking(false)), .cutPlayback])
     }
 }
 
@@ -1175,7 +1175,7 @@ private enum Fixture {
         var late = receive(&c, Fixture.responseCancelled)
         late += receive(&c, Fixture.audioCleared)
         late += receive(&c, Fixture.audioStarted)
-        #expect(late == [.flushPlayback] && !c.isAssistantSpeaking)
+        #expect(late == [.cutPlayback] && !c.isAssistantSpeaking)
         // Once cut, nothing more to cut.
         let again = c.localSpeech(now: at(200))
         #expect(!again && drain(&c).isEmpty)
@@ -1191,10 +1191,10 @@ private enum Fixture {
         let cut = c.localSpeech(now: at(100))
         #expect(cut)
         #expect(drain(&c).contains(.cutPlayback))
-        // Neither the server's cleared (what it sent before is still on its way) nor a
-        // late start of the cancelled reply ends the hold; the next reply's own audio
-        // does, once.
-        #expect(!receive(&c, Fixture.audioCleared).contains(.releasePlayback))
+        // Neither the server's cleared (what it sent before is still on its way: it
+        // holds again) nor a late start of the cancelled reply ends the hold; the next
+        // reply's own audio does, once.
+        #expect(receive(&c, Fixture.audioCleared) == [.cutPlayback])
         #expect(!receive(&c, Fixture.audioStarted).contains(.releasePlayback))
         _ = receive(&c, #"{"type":"response.created","response":{"id":"resp_next"}}"#)
         let next = #"{"type":"output_audio_buffer.started","response_id":"resp_next"}"#
@@ -1369,7 +1369,7 @@ private enum Fixture {
         replying(&c, eventAt: 2_000, spurt: 2_000, played: 1_200)
         _ = receive(&c, Self.speechStarted)
         let out = receive(&c, Fixture.audioCleared)
-        #expect(out.contains(.flushPlayback))
+        #expect(out.contains(.cutPlayback))
         #expect(try truncate(out)?["audio_end_ms"]?.int64 == 1_200)
     }
 
