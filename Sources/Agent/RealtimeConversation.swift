@@ -153,7 +153,8 @@ public struct RealtimeConversation: Sendable {
     // The assistant.
     private var responseActive = false
     private var audioPlaying = false
-    /// A cut (`.cutPlayback`) holds the downlink until the server confirms it stopped.
+    /// A cut (`.cutPlayback`) holds the downlink until the next reply's audio starts
+    /// (`.releasePlayback`).
     private var playbackCut = false
     private var currentResponseID: String? = nil
     private var cancelledResponseID: String? = nil

@@ -486,7 +486,7 @@ public final class EchoCanceller: AudioHook, @unchecked Sendable {
         let n = Double(workSamples)
         t.pointee.outputFloor = min(max(output, n), t.pointee.outputFloor * (1 + 1.0 / 64) + 1)
         // (Literals, not statics: a static's first use on this thread would initialise it.)
-        // The held powers decay by 0.5 dB a frame (0.891).
+        // The held powers decay by 0.5 dB a frame (0.891), the far end's tail by 0.75 (0.841).
         t.pointee.farHeld = max(far, t.pointee.farHeld * 0.891)
         t.pointee.farTail = max(far, t.pointee.farTail * 0.841)
         let held = t.pointee.inputHeld * 0.891

@@ -252,8 +252,8 @@ public struct JitterBuffer: Sendable {
             if let head = slot(newNext) { playoutTs = max(playoutTs, head.tsExt) }
         }
         if stalled {
-            // Playout ran dry: start again `target` before this packet's frame (its
-            // timestamp minus the frames still missing before it).
+            // Playout ran dry: start again at the target before this packet's frame (its
+            // timestamp minus the frames still missing before it; `anchorTicks`).
             let expectedNext = tsExt - (seq - nextSequence!) * frameTicks
             playoutTs = max(playoutTs, expectedNext - anchorTicks(arrival: arrival))
             stalled = false

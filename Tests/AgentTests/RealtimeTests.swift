@@ -1159,14 +1159,21 @@ private enum Fixture {
 /// `localSpeech`: Linnet's own voice flag cut the assistant in voice mode (AgentCore
 /// debounces the flag; LocalBargeInTests drive it end to end).
 @Suite struct RealtimeLocalSpeechTests {
-    @Test("voice mode, a response in progress: response.cancel, output_audio_buffer.clear, flush")
-    func cutsTheResponse() throws {
+    /// Voice mode, a reply playing, and the voice flag cuts it: the conversation and
+    /// what the cut put out.
+    func cutWhileSpeaking() -> (RealtimeConversation, [RealtimeOutput]) {
         var c = opened(RealtimeSettings(turnDetection: .vad))
         _ = receive(&c, Fixture.responseCreated)
         _ = receive(&c, Fixture.audioStarted)
         let cut = c.localSpeech(now: at(100))
         #expect(cut)
         let out = drain(&c)
+        return (c, out)
+    }
+
+    @Test("voice mode, a response in progress: response.cancel, output_audio_buffer.clear, flush")
+    func cutsTheResponse() throws {
+        var (c, out) = cutWhileSpeaking()
         // No input_audio_buffer.clear: in voice mode the user's words are in it.
         #expect(types(try sent(out)) == ["response.cancel", "output_audio_buffer.clear"])
         #expect(events(out) == [.speaking(false)])
@@ -1185,12 +1192,8 @@ private enum Fixture {
 
     @Test("a cut holds the downlink until a new reply's audio starts, the server's clear or not")
     func aCutHoldsUntilTheServerStops() throws {
-        var c = opened(RealtimeSettings(turnDetection: .vad))
-        _ = receive(&c, Fixture.responseCreated)
-        _ = receive(&c, Fixture.audioStarted)
-        let cut = c.localSpeech(now: at(100))
-        #expect(cut)
-        #expect(drain(&c).contains(.cutPlayback))
+        var (c, out) = cutWhileSpeaking()
+        #expect(out.contains(.cutPlayback))
         // Neither the server's cleared (what it sent before is still on its way: it
         // holds again) nor a late start of the cancelled reply ends the hold; the next
         // reply's own audio does, once.
