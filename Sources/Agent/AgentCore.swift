@@ -74,6 +74,8 @@ public final class AgentCore {
     var talking = false
     /// This stretch of local voice already cut the assistant (`localVoice`).
     var localVoiceCut = false
+    /// Times the voice flag ducked the speaker (`localVoice`), cut or not.
+    public private(set) var ducks = 0
     /// The final transcript lines so far (most recent last, bounded), carried into the
     /// next session.
     public private(set) var history: [CarriedTurn] = []
@@ -395,37 +397,68 @@ public final class AgentCore {
     /// hysteresis, and it flips on for a frame or a few at a cough, a door, a cup set
     /// down, or a burst of residual echo while the canceller is still converging.
     /// Cutting the assistant off for those feels broken; the default, 100 ms (half a
-    /// syllable to a syllable), is past most of them and puts the speaker silent
-    /// 110–165 ms after the user's voice reaches the microphone in a room with no echo
-    /// (200 ms would make it 155–205 ms, over the 150 ms aimed at; bench/duplex-wer.sh
-    /// --variants barge100 prints them), far sooner than the provider's VAD, which
-    /// hears the audio a network trip later. The setting is there because rooms differ
-    /// (a clattering kitchen wants longer, 0 leaves barge-in to the provider's VAD).
+    /// syllable to a syllable), is past most of them. The provider's VAD hears the
+    /// audio a network trip later, so it cuts later still. The setting is there because
+    /// rooms differ (a clattering kitchen wants longer, 0 leaves barge-in to the
+    /// provider's VAD).
+    ///
+    /// Why a duck before it: the debounce alone put the speaker silent 130–212 ms
+    /// after the user's voice reached the microphone (the flag's own onset, 0–90 ms,
+    /// plus 100 ms, plus the flush), over the 150 ms aimed at. So from `duckAfter` of
+    /// flag the speaker is silenced without cutting anything (`CallMedia.duckPlayback`);
+    /// the debounce decides whether the reply is cut or plays on.
     /// Never in push-to-talk (the button barges in), in half duplex (the microphone is
     /// shut while the assistant speaks), or with the microphone muted.
     public func localVoice(heldFor: Duration, now: Instant) {
         // While echo is measured uncancelled at the microphone the flag may be the
         // assistant's own voice (the microphone is held shut then anyway).
         guard let threshold = settings.localBargeIn, !settings.pushToTalk, settings.micHold != .whileAssistantSpeaks,
-              !echoAudible else { return }
+              !echoAudible else { duck(false); return }
         self.now = now
+        // Over the assistant: a stretch that began before it started speaking counts
+        // from its start.
+        var over = false
+        if !micClosed, case .speaking(let since) = assistant { over = now - since >= min(heldFor, threshold) }
         guard heldFor >= threshold else {
             // The stretch ended (or has not reached the threshold): the next may cut.
             localVoiceCut = false
+            // Until then the speaker is ducked from the flag's first frames: silent
+            // within a frame or two of the flag, not a debounce later (onset → silent
+            // ≤ 150 ms, where the debounce alone is 100 ms). A cough costs the reply a
+            // moment of silence, not the reply.
+            duck(over && heldFor >= AgentCore.duckAfter)
             return
         }
-        // Over the assistant for the whole debounce: a stretch that began before it
-        // started speaking counts from its start.
-        guard !localVoiceCut, !micClosed, case .speaking(let since) = assistant,
-              now - since >= threshold else { return }
+        guard !localVoiceCut, over else { duck(false); return }
         localVoiceCut = true
         // The state is known from the events channel (OpenAI's events, or a backend
         // relaying them): a route that sends none never has the assistant speaking here.
-        guard conversation.localSpeech(now: now) else { return }
+        guard conversation.localSpeech(now: now) else { duck(false); return }
         log(.info, "barge-in: local voice for \(heldFor.milliseconds) ms over the assistant")
         record("barge_in", [("source", "voice_flag"), ("held_ms", .number(JSONNumber(Int(heldFor.milliseconds))))])
         bargeIns.voice += 1
         drainConversation()
+        // The cut (.cutPlayback) ended the duck; a route whose cut did not reach the
+        // media still plays on.
+        duck(false)
+    }
+
+    /// How long the voice flag holds before the speaker is ducked (`localVoice`): its
+    /// first frame. On the room grid (`KERNELS=aec_grid bench/audio.sh full`) every
+    /// false onset held 20 ms as well (4.1 a minute either way), so waiting a frame
+    /// more would only make the duck later.
+    public static let duckAfter: Duration = .milliseconds(10)
+
+    /// Ducks or restores the active session's playout; a new duck also drops what
+    /// waits in the device (the runtime's flush), so the silence is heard at once.
+    func duck(_ on: Bool) {
+        guard let m = activeSession?.media, m.ducked != on else { return }
+        m.duckPlayback(on)
+        record("duck", [("on", .bool(on))])
+        if on {
+            ducks += 1
+            if let id = activeID { emit(.duckPlayback(session: id)) }
+        }
     }
 
     /// Uplink time that passed with nothing to send (stale frames dropped after a stall,

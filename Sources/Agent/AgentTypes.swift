@@ -66,6 +66,10 @@ public enum AgentOutput {
     /// Empty the playback of this session at once (barge-in): whatever the audio output
     /// still holds (the core has emptied the session's jitter buffer itself).
     case flushPlayback(session: Int)
+    /// The speaker of this session goes quiet at once (a barge-in not yet confirmed):
+    /// drop what the audio output holds, as a flush does; the core silences the
+    /// session's playout itself, and nothing of the jitter buffer is dropped.
+    case duckPlayback(session: Int)
     /// Audio now goes to (and comes from) this session; the speaker plays `playing`.
     case switchAudio(session: Int)
     /// Keep this on disk while the session lives (a process killed mid-call cannot

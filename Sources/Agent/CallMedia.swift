@@ -29,6 +29,11 @@ public protocol CallMedia: AnyObject {
     func cutPlayback(now: Instant)
     /// Ends a cut's hold: what arrives from now on plays.
     func releasePlayback()
+    /// Silences playout while on, without dropping anything or holding the stream
+    /// (a barge-in not yet confirmed); a cut ends it.
+    func duckPlayback(_ on: Bool)
+    /// Whether playout is ducked.
+    var ducked: Bool { get }
     /// Figures for the stats line.
     var counters: MediaCounters { get }
 }

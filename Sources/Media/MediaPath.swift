@@ -29,6 +29,9 @@ public final class MediaPath {
     public private(set) var lastConcealed = false
     /// While set, a cut's hold (`cutPlayback`): until then what arrives is not played.
     public private(set) var cutUntil: Instant? = nil
+    /// While set, a duck (`duckPlayback`): the user may be cutting in, so what plays is
+    /// silenced, but the reply goes on and is heard again when the duck ends.
+    public private(set) var ducked = false
     /// Frames played since the last quiet one.
     var sinceQuiet = 0
     var lastQuiet = false
@@ -99,7 +102,15 @@ public final class MediaPath {
     public func cutPlayback(now: Instant) {
         jitter.discardBuffered()
         cutUntil = now + MediaPath.cutHold
+        ducked = false
     }
+
+    /// A tentative barge-in (`AgentCore.localVoice`): while on, frames are played out
+    /// as usual (decoded, the jitter buffer's clock moving on) and silenced, so the
+    /// speaker falls quiet as soon as the user's voice is flagged. Off again, the reply
+    /// plays on from where it has got to; the frames played silent are not replayed
+    /// (a duck lasts less than the barge-in debounce, a syllable at most).
+    public func duckPlayback(_ on: Bool) { ducked = on }
 
     public func releasePlayback() { cutUntil = nil }
 
@@ -120,7 +131,7 @@ public final class MediaPath {
         // decoded after the hold would carry a blip of it (heard: 50 ms, a second after
         // the cut).
         if let until = cutUntil, now >= until { cutUntil = nil }
-        let held = cutUntil != nil
+        let held = cutUntil != nil || ducked
         let decoder = self.decoder
         // A concealed (or FEC-recovered) frame is as long as the far end's frames, which
         // the jitter buffer learns from their timestamps.

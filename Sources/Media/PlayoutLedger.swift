@@ -111,5 +111,19 @@ public struct PlayoutLedger: Sendable {
         return voiceEndTotal
     }
 
+    /// A flush: whatever was queued past ring `position` (not yet heard) will not be
+    /// played, so it is no longer audible and the voice's end stays where it was
+    /// heard. (Its stream samples still count: the stream's clock moved on by them.)
+    public mutating func dropped(atRing position: Int) {
+        let v = heardVoiceEnd(atRing: position)
+        for k in 0..<count {
+            let i = (next - count + k + PlayoutLedger.kept) % PlayoutLedger.kept
+            guard ends[i] > position else { continue }
+            audibles[i] = false
+            voiceEnds[i] = v
+        }
+        voiceEndTotal = v
+    }
+
     public func milliseconds(_ samples: Int) -> Int { samples * 1000 / max(rate, 1) }
 }

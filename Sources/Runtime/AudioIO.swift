@@ -312,7 +312,11 @@ public final class AudioIO {
     /// reply that was cut.
     func flushPlayback() {
         pendingCount = 0
-        duplex?.flushPlayback()
+        guard let duplex else { return }
+        // What was queued and is not yet out of the speaker is never heard: a
+        // truncate sent after this (a duck, then the cut) must not count it.
+        ledger.dropped(atRing: duplex.playbackPipeline.heardPosition(at: MonotonicClock.now()))
+        duplex.flushPlayback()
     }
 
     /// What the speaker played, aligned to each capture frame, for capture hooks (echo

@@ -280,6 +280,9 @@ public final class Runtime {
                 // Barge-in: what is queued to play goes now, in the ring and the
                 // device (the core has emptied the session's jitter buffer).
                 if id == core.activeID { audio.flushPlayback() }
+            case .duckPlayback(let id):
+                // The same drop: the 15-30 ms queued would otherwise still play.
+                if id == core.activeID { audio.flushPlayback() }
             case .switchAudio:
                 break  // Playout follows `core.playing`.
             case .pendingClose(let id, let close):

@@ -67,6 +67,12 @@ import Settings
         let on = w.now
         w.run(for: .milliseconds(180))
         #expect(w.flushes.isEmpty && types(p.messages[base...]).isEmpty, "not before the debounce")
+        // But the speaker is ducked from the flag's first 10 ms frame, reported with
+        // the next uplink frame: silent within 40 ms, and nothing dropped yet.
+        let media = try #require(w.media[1])
+        let duck = try #require(w.duckFlushes.first)
+        #expect(w.duckFlushes.count == 1 && duck.session == 1 && media.ducks == [true] && media.flushes == 0)
+        #expect(duck.at - on >= AgentCore.duckAfter && duck.at - on <= .milliseconds(40), "\(duck.at - on)")
         w.run(for: .milliseconds(820))  // the voice goes on for a second in all
         #expect(types(p.messages[base...]) == ["response.cancel", "output_audio_buffer.clear"])
         let cut = try #require(w.records("barge_in").first)
@@ -76,6 +82,8 @@ import Settings
         #expect(w.flushes.count == 1 && w.flushes.first?.at == cut.at && w.flushes.first?.session == 1)
         // The session's own jitter buffer is emptied by the core, which owns the media.
         #expect(w.media[1]?.flushes == 1 && w.core.playing === w.media[1])
+        // The cut ended the duck (the hold takes over).
+        #expect(!media.ducked && media.ducks == [true] && w.core.ducks == 1)
         #expect(cut.at - on >= .milliseconds(200) && cut.at - on <= .milliseconds(220), "\(cut.at - on)")
         #expect(!w.core.assistantSpeaking)
         // A late started of the cancelled response does not bring it back.
@@ -105,6 +113,10 @@ import Settings
         }
         #expect(types(p.messages[base...]).isEmpty && w.flushes.isEmpty && w.records("barge_in").isEmpty)
         #expect(w.core.assistantSpeaking)
+        // Each blip ducked the speaker and gave it back: the reply plays on.
+        let media = try #require(w.media[1])
+        #expect(media.ducks == Array(repeating: [true, false], count: 5).flatMap { $0 } && !media.ducked && media.flushes == 0)
+        #expect(w.duckFlushes.count == 5)
     }
 
     @Test func afterResponseDoneOnlyTheAudioIsCleared() throws {
@@ -123,6 +135,7 @@ import Settings
         let base = p.messages.count
         voice(w, for: .seconds(1))
         #expect(types(p.messages[base...]).isEmpty && w.flushes.isEmpty && w.records("barge_in").isEmpty)
+        #expect(w.duckFlushes.isEmpty && w.media[1]?.ducks == [])
     }
 
     @Test(arguments: ["half duplex", "push-to-talk", "muted", "off", "echo uncancelled"])
@@ -147,6 +160,7 @@ import Settings
         let base = p.messages.count
         voice(w, for: .seconds(1))
         #expect(types(p.messages[base...]).isEmpty && w.flushes.isEmpty && w.records("barge_in").isEmpty, "\(case_)")
+        #expect(w.duckFlushes.isEmpty && w.media[1]?.ducks == [], "\(case_)")
         #expect(w.core.assistantSpeaking)
     }
 

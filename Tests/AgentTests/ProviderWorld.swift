@@ -140,6 +140,8 @@ final class ProviderWorld {
     var pendingCloses: [Int: PendingClose] = [:]
     /// `.flushPlayback` outputs: when, for which session.
     var flushes: [(at: Instant, session: Int)] = []
+    /// `.duckPlayback` outputs: when, for which session.
+    var duckFlushes: [(at: Instant, session: Int)] = []
     var exited: (at: Instant, status: ExitStatus)?
     var coreDeadline = Instant.distantFuture
     /// The session the core sends audio to (its last `.switchAudio`).
@@ -297,6 +299,8 @@ final class ProviderWorld {
                 if options.keepHistory { mutes.append((now, on)) }
             case .flushPlayback(let id):
                 if options.keepHistory { flushes.append((now, id)) }
+            case .duckPlayback(let id):
+                if options.keepHistory { duckFlushes.append((now, id)) }
             case .switchAudio(let id):
                 audioSession = id
             case .runTool(let run):
@@ -592,8 +596,12 @@ final class FakeMedia: CallMedia {
     var streamSamples: Int { 0 }
     var lastConcealed: Bool { false }
     func playout(now: Instant, into out: UnsafeMutableBufferPointer<Int16>) -> Int { 0 }
-    func cutPlayback(now: Instant) { flushes += 1 }
+    func cutPlayback(now: Instant) { flushes += 1; ducked = false }
     var releases = 0
+    /// Duck changes, in order (true: silenced).
+    var ducks: [Bool] = []
+    private(set) var ducked = false
+    func duckPlayback(_ on: Bool) { ducked = on; ducks.append(on) }
     func releasePlayback() { releases += 1 }
 
     /// The frame index a fake packet carries.

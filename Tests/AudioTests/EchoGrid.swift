@@ -222,9 +222,10 @@ struct GridFigures {
     /// end of the first frame after which voiceHeld > 0 (nil: not within the spurt).
     var onsets: [Int?]
     /// Far end alone after convergence (8 s on, outside the spurts and 300 ms after
-    /// each): how often voiceHeld came on, how often it reached 100 ms, over how many
-    /// seconds.
+    /// each): how often voiceHeld came on, how often it reached 20 ms (a duck,
+    /// AgentCore.duckAfter) and 100 ms (a cut, barge-in-ms), over how many seconds.
     var falseOn: Int
+    var falseHeld20: Int
     var falseHeld100: Int
     var falseSeconds: Double
     var restarts: Int
@@ -282,20 +283,21 @@ func measureCell(_ cell: GridCell, pipeline: GridPipeline, clean: inout GridClea
         }
         onsets.append(found)
     }
-    var falseOn = 0, falseHeld = 0, falseFrames = 0
+    var falseOn = 0, falseHeld = 0, falseHeld20 = 0, falseFrames = 0
     let hangover = 30 * n
-    var wasOn = false, was100 = false
+    var wasOn = false, was20 = false, was100 = false
     for f in Int(GridScene.erleFrom * Double(fs)) / n..<run.held.count {
         let i = f * n
-        let on = run.held[f] > 0, on100 = run.held[f] >= 100
-        defer { wasOn = on; was100 = on100 }
+        let on = run.held[f] > 0, on20 = run.held[f] >= 20, on100 = run.held[f] >= 100
+        defer { wasOn = on; was20 = on20; was100 = on100 }
         if s.spurts.contains(where: { i + n > $0.lowerBound && i < $0.upperBound + hangover }) { continue }
         falseFrames += 1
         if on && !wasOn { falseOn += 1 }
+        if on20 && !was20 { falseHeld20 += 1 }
         if on100 && !was100 { falseHeld += 1 }
     }
     return GridFigures(erle: erle, snr: snr, snrReferencePlaying: snrPlaying, snrRaw: snrRaw, onsets: onsets,
-                       falseOn: falseOn, falseHeld100: falseHeld, falseSeconds: Double(falseFrames * n) / Double(fs),
+                       falseOn: falseOn, falseHeld20: falseHeld20, falseHeld100: falseHeld, falseSeconds: Double(falseFrames * n) / Double(fs),
                        restarts: run.restarts, selfResets: run.selfResets, delayMS: run.delayMS)
 }
 

@@ -244,6 +244,41 @@ struct DriftRun {
         #expect(cappedQuiet && capped.contains(20 + until + 10), "audible pulls: \(capped)")
     }
 
+    /// A duck silences playout without dropping or holding anything: the stream's
+    /// clock runs on (the same samples handed out as without it), and the reply is
+    /// heard again at the first pull after it ends. A cut ends a duck.
+    @Test func aDuckSilencesButTheReplyPlaysOn() throws {
+        let far = try MediaPath(MediaSettings(frameMilliseconds: 20))
+        let input = tone(960 * 60, rate: 48_000)
+        let payloads = input.withUnsafeBufferPointer { b in
+            (0..<60).map { k in far.encode(Array(b[(k * 960)..<((k + 1) * 960)]))! }
+        }
+        func run(duck: Range<Int>?) throws -> (audible: [Int], stream: Int) {
+            let near = try MediaPath()
+            var out = [Int16](repeating: 0, count: near.clock.maxPacketSamples)
+            var audible: [Int] = []
+            for k in 0..<60 {
+                let now = Instant(nanoseconds: Int64(k) * 20_000_000)
+                near.received(sequence: Int64(k), timestamp: UInt32(k * 960), payload: payloads[k], arrival: now)
+                if let duck { near.duckPlayback(duck.contains(k)) }
+                let n = out.withUnsafeMutableBufferPointer { near.playout(now: now + .milliseconds(5), into: $0) }
+                if n > 0 && out[0..<n].contains(where: { abs(Int($0)) > 1_000 }) { audible.append(k) }
+            }
+            return (audible, near.streamSamples)
+        }
+        let plain = try run(duck: nil)
+        let ducked = try run(duck: 20..<25)
+        #expect(plain.audible.contains(20) && plain.audible.contains(25), "audible pulls: \(plain.audible)")
+        #expect(ducked.audible.allSatisfy { !(20..<25).contains($0) }, "audible pulls: \(ducked.audible)")
+        // Heard again at once, and nothing else changed.
+        #expect(ducked.audible.contains(25) && ducked.audible.filter { !(20..<25).contains($0) } == plain.audible.filter { !(20..<25).contains($0) })
+        #expect(ducked.stream == plain.stream && ducked.stream > 0)
+        let m = try MediaPath()
+        m.duckPlayback(true)
+        m.cutPlayback(now: .zero)
+        #expect(!m.ducked && m.cutUntil != nil)
+    }
+
     /// Nothing before the first packet: the speaker side plays silence of its own.
     @Test func nothingBeforeTheFirstPacket() throws {
         let m = try MediaPath()
@@ -314,6 +349,31 @@ struct DriftRun {
         queue(10, audible: false)
         queue(5, audible: true)
         #expect(l.spurtStart == 130 * 480)
+    }
+
+    /// A flush (a duck, then the cut) drops what was queued but not yet played: the
+    /// speaker moving on past those ring positions is not the reply heard, so a
+    /// truncate after it says where the sound stopped, not where the queue ended.
+    @Test func whatAFlushDroppedIsNotHeard() {
+        var l = PlayoutLedger(rate: 48_000)
+        var end = 0
+        func queue(_ pieces: Int, audible: Bool) {
+            for _ in 0..<pieces { end += 480; l.queued(end: end, samples: 480, stream: 480, audible: audible) }
+        }
+        queue(100, audible: true)
+        // The speaker has played 950 ms (a piece and a half short of the 40 ms queued).
+        let played = 100 * 480 - 1_920
+        l.dropped(atRing: played)
+        #expect(l.voiceEndTotal == played)
+        queue(10, audible: false)  // ducked frames
+        // Past every position the voice ended where the speaker stopped.
+        #expect(l.heardVoiceEnd(atRing: end) == played && l.heardVoiceEnd(atRing: 100 * 480) == played)
+        // Before the drop's position, unchanged.
+        #expect(l.heardVoiceEnd(atRing: played - 480) == played - 480)
+        // Without it, the dropped 40 ms would count as heard.
+        var m = PlayoutLedger(rate: 48_000)
+        for k in 1...100 { m.queued(end: k * 480, samples: 480, stream: 480) }
+        #expect(m.heardVoiceEnd(atRing: 100 * 480) == 100 * 480)
     }
 
     @Test func onlyTheNewestStretchesAreKept() {

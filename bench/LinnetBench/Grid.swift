@@ -49,7 +49,7 @@ func runEchoGrid() throws(AudioError) {
     var worstERLE = 1000.0, worstSNR = 1000.0, worstERLECell = "", worstSNRCell = ""
     var met = 0, metERLE = 0, metSNR = 0, cells = 0
     var onsets: [Int] = [], missed = 0
-    var falseOn = 0, falseHeld = 0, falseSeconds = 0.0
+    var falseOn = 0, falseHeld20 = 0, falseHeld = 0, falseSeconds = 0.0
     for cell in GridScene.cells where match.isEmpty || match.contains(where: { hasPart(cell.name, $0) }) {
         let f = try measureCell(cell, pipeline: pipeline, clean: &clean)
         cells += 1
@@ -70,6 +70,7 @@ func runEchoGrid() throws(AudioError) {
         if f.erle >= 25 && f.snr >= 10 { met += 1 }
         for o in f.onsets { if let o { onsets.append(o) } else { missed += 1 } }
         falseOn += f.falseOn
+        falseHeld20 += f.falseHeld20
         falseHeld += f.falseHeld100
         falseSeconds += f.falseSeconds
     }
@@ -85,6 +86,7 @@ func runEchoGrid() throws(AudioError) {
     print("BENCH aec_grid_voice_onset_missed " + String(missed) + " of " + String(onsets.count + missed) + " spurts")
     let minutes = falseSeconds / 60
     print("BENCH aec_grid_voice_false_on_per_minute " + oneDecimal(Double(falseOn) / max(minutes, 1e-9)) + " count")
+    print("BENCH aec_grid_voice_false_held20_per_minute " + oneDecimal(Double(falseHeld20) / max(minutes, 1e-9)) + " count")
     print("BENCH aec_grid_voice_false_held100_per_minute " + oneDecimal(Double(falseHeld) / max(minutes, 1e-9)) + " count")
 }
 
