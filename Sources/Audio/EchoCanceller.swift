@@ -67,6 +67,11 @@ struct EchoTalk {
     /// power (behind the residual suppressor): the echo return loss, and what the filter
     /// and the whole canceller take off.
     var far = 0.0, input = 0.0, output = 0.0, sent = 0.0
+    /// The microphone's power as `input`, for the weak-coupling rule alone, learned
+    /// only from frames the rule does not give to the user (`coupleSkipped` of them in
+    /// a row so far, 200 at most).
+    var coupleInput = 0.0
+    var coupleSkipped = 0
     /// The sent echo over the last frames of echo alone (a 1.3 s time constant), and
     /// the sent signal's noise floor where no echo is expected (0: not yet measured):
     /// what `echoAudible` compares.
@@ -523,9 +528,28 @@ public final class EchoCanceller: AudioHook, @unchecked Sendable {
         // of echo alone at least): with a loud echo, a changed path or a delay not yet
         // found looks just like a talker to this rule, and the detector learns there fast.
         var userTalks = doubleTalk
-        if t.pointee.far > 8 * t.pointee.input, trainingFrames >= 50 {
-            if input * t.pointee.far > 8 * t.pointee.farHeld * t.pointee.input {
-                if input > 4 * t.pointee.outputFloor { userTalks = true }
+        var byCoupling = false
+        if t.pointee.far > 8 * t.pointee.coupleInput, trainingFrames >= 50 {
+            if input * t.pointee.far > 8 * t.pointee.farHeld * t.pointee.coupleInput {
+                if input > 4 * t.pointee.outputFloor {
+                    userTalks = true
+                    // Not where the delay search finds the reference in the microphone:
+                    // that is echo (a moved board), which the coupling must learn.
+                    if !doubleTalk { if search.pointee.coherence < 0.1 { byCoupling = true } }
+                }
+            }
+        }
+        // The coupling is learned from the frames the rule does not give to the user.
+        // Where there is no echo the detector never fires (the filter leaves the whole
+        // microphone), so `input` learns the user's own voice too: a user talking over a
+        // reply raised it to their level within a syllable, the rule stopped firing,
+        // and the voice flag lost them (a barge-in 850 ms before a reply's end never
+        // cut it: bench/duplex-wer.sh --variants own-flag). Not for more than 2 s in a
+        // row: a coupling that really grew (the speaker moved closer) is learned then.
+        if byCoupling { t.pointee.coupleSkipped &+= 1 } else { t.pointee.coupleSkipped = 0 }
+        if !byCoupling || t.pointee.coupleSkipped > 200 {
+            if doubleTalk ? t.pointee.relearning : true {
+                t.pointee.coupleInput += (input - t.pointee.coupleInput) / 128
             }
         }
         if userTalks {
@@ -635,6 +659,8 @@ public final class EchoCanceller: AudioHook, @unchecked Sendable {
         // What the filter left is forgotten; the signals' levels and floors are not.
         let t = talk
         t.pointee.input = 0
+        t.pointee.coupleInput = 0
+        t.pointee.coupleSkipped = 0
         t.pointee.output = 0
         t.pointee.far = 0
         t.pointee.sent = 0

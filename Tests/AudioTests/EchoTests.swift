@@ -392,6 +392,26 @@ func tenths(_ x: Double) -> String {
         // every room (asserted per room above).
         #expect(heldByEcho >= 1, "speexdsp's flag alone was held by the echo in \(heldByEcho) of 6 rooms")
     }
+
+    /// A headset or a file: no echo reaches the microphone, and the user talks over the
+    /// assistant for 4 s. The detector never fires where there is nothing to cancel, so
+    /// the flag rests on the weak-coupling rule; that rule must not learn the user's own
+    /// voice as the room's coupling. When it did, the flag held for 60 ms and then
+    /// flickered under the 100 ms barge-in debounce for the rest of the sentence
+    /// (bench/duplex-wer.sh --variants own-flag, a barge-in 850 ms before a reply's end).
+    @Test func withNoEchoTheUserHoldsTheFlagOverTheAssistant() throws {
+        for seed in [UInt64(1), 2, 3] {
+            var sc = EchoScenario()
+            sc.noiseDBFS = -60
+            sc.seed = seed
+            var s = sc.make()
+            s.mic = s.micWithoutEcho
+            let r = try longestHeld(s, aec: true)
+            print("no echo, seed \(seed): voice held, longest per second (ms): \(r.held); speexdsp's flag \(r.plain)")
+            // Every second of the user's 4 holds past the default debounce (barge-in-ms 100).
+            #expect(r.held[12...].allSatisfy { $0 >= 100 }, "seed \(seed): \(Array(r.held[12...]))")
+        }
+    }
 }
 
 /// Two device clocks 100 ppm apart (a USB microphone and an I2S amplifier: two cards),
