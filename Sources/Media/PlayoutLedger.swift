@@ -86,7 +86,7 @@ public struct PlayoutLedger: Sendable {
     public func heardStream(atRing position: Int) -> Int {
         // Oldest first: the first stretch that ends past the position is being played.
         for k in 0..<count {
-            let i = (next - count + k + PlayoutLedger.kept) % PlayoutLedger.kept
+            let i = slot(k)
             guard ends[i] > position else { continue }
             let before = totals[i] - streams[i]
             let start = ends[i] - lengths[i]
@@ -100,7 +100,7 @@ public struct PlayoutLedger: Sendable {
     /// of the last one before it.
     public func heardVoiceEnd(atRing position: Int) -> Int {
         for k in 0..<count {
-            let i = (next - count + k + PlayoutLedger.kept) % PlayoutLedger.kept
+            let i = slot(k)
             guard ends[i] > position else { continue }
             let start = ends[i] - lengths[i]
             let into = max(0, min(streams[i], position - start))
@@ -117,13 +117,16 @@ public struct PlayoutLedger: Sendable {
     public mutating func dropped(atRing position: Int) {
         let v = heardVoiceEnd(atRing: position)
         for k in 0..<count {
-            let i = (next - count + k + PlayoutLedger.kept) % PlayoutLedger.kept
+            let i = slot(k)
             guard ends[i] > position else { continue }
             audibles[i] = false
             voiceEnds[i] = v
         }
         voiceEndTotal = v
     }
+
+    /// The slot of the `k`th stretch kept, oldest first.
+    private func slot(_ k: Int) -> Int { (next - count + k + PlayoutLedger.kept) % PlayoutLedger.kept }
 
     public func milliseconds(_ samples: Int) -> Int { samples * 1000 / max(rate, 1) }
 }

@@ -276,12 +276,10 @@ public final class Runtime {
                 calls.removeValue(forKey: id)?.cancel()
             case .mute(let on):
                 audio.mute.setMuted(on)
-            case .flushPlayback(let id):
-                // Barge-in: what is queued to play goes now, in the ring and the
-                // device (the core has emptied the session's jitter buffer).
-                if id == core.activeID { audio.flushPlayback() }
-            case .duckPlayback(let id):
-                // The same drop: the 15-30 ms queued would otherwise still play.
+            case .flushPlayback(let id), .duckPlayback(let id):
+                // Barge-in (or its duck): what is queued to play goes now, in the ring
+                // and the device (the core has emptied or silenced the session's
+                // jitter buffer; a duck's 15-30 ms queued would otherwise still play).
                 if id == core.activeID { audio.flushPlayback() }
             case .switchAudio:
                 break  // Playout follows `core.playing`.
