@@ -51,9 +51,13 @@ samples, on the room's speaker.
                  (PlaybackThread's JustInTime: once the device holds a period and a
                  half), so nothing waits in the thread. Only the jitter buffer's part
                  varies: it pops a frame per 20 ms pull of the speaker, and places a
-                 talkspurt's first frame on the pull nearest its target, so it holds
-                 packets within 10 ms of the target, by the pulls' phase against the
-                 arrivals, which differs from call to call (one call: within a ms).
+                 talkspurt's first frame (the call's first too: the pulls' phase is
+                 known from the idle pulls before it) on the pull nearest its target in
+                 half frames (a half pull first when that is nearer), so it holds
+                 packets within 5 ms of the target as placed; the target then grows by
+                 the lateness the window sees (a few ms here) and the packets' wait
+                 stays, up to half a frame below the target before a half-frame insert
+                 (JitterBuffer's drift control).
 
 Linnet runs with `--duplex full`. With its defaults (`duplex auto`, aec on with a
 microphone and a speaker) the microphone is held, silence sent, while the echo

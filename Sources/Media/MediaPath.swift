@@ -94,6 +94,10 @@ public final class MediaPath {
     /// silence (500 ms by default), so no reply starts within it.
     public static let cutHold: Duration = .seconds(1)
 
+    /// After a pull that found nothing to play (0 samples), the next comes this much
+    /// later: AudioIO plays a 10 ms piece of silence and asks again.
+    public static let idlePull: Duration = .milliseconds(10)
+
     /// Barge-in: drops what the jitter buffer holds, so the cut is heard at once, and
     /// silences whatever arrives until `releasePlayback` (or `cutHold`): the rest of the
     /// reply the server streams until it hears the clear. Packets still go through the
@@ -125,7 +129,12 @@ public final class MediaPath {
     /// must hold `clock.maxPacketSamples`; returns the samples written, 0 before the
     /// first packet.
     public func playout(now: Instant, into out: UnsafeMutableBufferPointer<Int16>) -> Int {
-        guard receiving else { return 0 }
+        guard receiving else {
+            // The speaker side plays 10 ms of silence of its own and asks again (AudioIO's
+            // piece): the pulls' phase for the first packet's place.
+            jitter.idle(now: now, nextPullIn: MediaPath.idlePull)
+            return 0
+        }
         // Held after a cut: decoded as usual, then silenced. Skipping the decoding would
         // leave the decoder's state at the cut reply's last frame, and the first frame
         // decoded after the hold would carry a blip of it (heard: 50 ms, a second after
@@ -147,7 +156,9 @@ public final class MediaPath {
                     try decoder.decode(b, into: UnsafeMutableBufferPointer(rebasing: out[0..<length]), fec: fec)
                 }
             }
-            return try? decoder.decode(nil, into: UnsafeMutableBufferPointer(rebasing: out[0..<conceal]))
+            // A talkspurt's half pull (`JitterBuffer.anchor`) conceals half a frame.
+            let length = jitter.lastPopWasHalf ? max(1, conceal / 2) : conceal
+            return try? decoder.decode(nil, into: UnsafeMutableBufferPointer(rebasing: out[0..<length]))
         }
         let quiet = lastQuiet || sinceQuiet >= Int(MediaPath.forceCorrectionAfter.milliseconds) / clock.milliseconds
         let before = jitter.counters
@@ -178,7 +189,7 @@ public final class MediaPath {
         }
         if n == 0 {
             // The decoder refused even concealment: play silence of a frame's length.
-            n = conceal
+            n = jitter.lastPopWasHalf ? max(1, conceal / 2) : conceal
             for i in 0..<n { out[i] = 0 }
         }
         if held {

@@ -101,12 +101,15 @@ public struct JitterBufferConfiguration: Sendable {
 ///   clamped to [minDelay, maxDelay]: it grows at once when packets come late and
 ///   shrinks a window or two after they stop.
 /// - **Reaching the target.** When the buffer runs dry it holds the playout position
-///   (a stall); the next packet then re-anchors playout `target` before its timestamp.
-///   So every talkspurt (and every recovery) starts at the current target delay.
+///   (a stall); the next packet then re-anchors playout about `target` before its
+///   timestamp, on the playback's pull nearest to it in half frames (`anchor`). So
+///   every talkspurt (and every recovery) starts within a quarter frame of the target.
 /// - **Clock drift.** Within a talkspurt the delay a packet actually waits (pop time
 ///   minus its earliest possible arrival) is averaged. If it stays more than one frame
 ///   above target the buffer drops one frame; more than half a frame below, it inserts
-///   one (`.empty`). Both happen only when the caller says the audio is quiet (`quiet:`,
+///   one (`.empty`; half a frame, `lastPopWasHalf`, with frames of 20 ms or more when
+///   no insert came in the last four intervals: a target that grew a few ms after a
+///   spurt started then costs 10 ms of delay, not 20). Both happen only when the caller says the audio is quiet (`quiet:`,
 ///   from its level meter, or in a DTX gap) and at most once per `adjustInterval`, so
 ///   speech is never cut or stretched. Inserting sooner than dropping is deliberate:
 ///   the target already holds only the largest lateness plus one frame, so a playout
@@ -146,11 +149,22 @@ public struct JitterBuffer: Sendable {
     // Drift control.
     var delayAverage: Int64? = nil      // nanoseconds, exponential average
     var lastAdjust: Instant? = nil
+    var lastInsert: Instant? = nil
 
     // The playback's pulls: when the last pop came, and the lateness of the newest packet
     // (nanoseconds), to place a talkspurt's first packet on the pull nearest its target.
     var lastPull: Instant? = nil
     var lastLateness: Int64 = 0
+    /// A talkspurt placed half a frame off the pulls' phase starts with a pull of half a
+    /// frame (`lastPopWasHalf`), which moves every pull after it by that half.
+    var leadIn = false
+    /// Whether the last pop was a half pull (a lead-in, or drift control's insert of
+    /// half a frame): the caller plays half a frame of silence (concealment) for it,
+    /// not a whole one.
+    public private(set) var lastPopWasHalf = false
+    /// How long after `lastPull` the next one comes: a frame after a pop (half a frame
+    /// after a half pull), what the caller said after an idle pull (`idle`).
+    var pullSpan: Int64 = 0
 
     public init(configuration: JitterBufferConfiguration = JitterBufferConfiguration()) {
         self.configuration = configuration
@@ -220,7 +234,7 @@ public struct JitterBuffer: Sendable {
 
         guard let next = nextSequence else {
             nextSequence = seq
-            playoutTs = tsExt - anchorTicks(arrival: arrival)
+            playoutTs = tsExt - anchor(arrival: arrival)
             store(seq: seq, tsExt: tsExt, timestamp: timestamp, payload: payload)
             return
         }
@@ -229,7 +243,9 @@ public struct JitterBuffer: Sendable {
             let c = Int64(configuration.capacity)
             if !started && next - seq < c && highestSequence - seq < c {
                 nextSequence = seq
-                playoutTs = min(playoutTs, tsExt - anchorTicks(arrival: arrival))
+                let wasLeadIn = leadIn
+                let start = tsExt - anchor(arrival: arrival)
+                if start <= playoutTs { playoutTs = start } else { leadIn = wasLeadIn }
                 store(seq: seq, tsExt: tsExt, timestamp: timestamp, payload: payload)
             } else {
                 counters.late += 1
@@ -253,9 +269,10 @@ public struct JitterBuffer: Sendable {
         }
         if stalled {
             // Playout ran dry: start again at the target before this packet's frame (its
-            // timestamp minus the frames still missing before it; `anchorTicks`).
+            // timestamp minus the frames still missing before it; `anchor`).
             let expectedNext = tsExt - (seq - nextSequence!) * frameTicks
-            playoutTs = max(playoutTs, expectedNext - anchorTicks(arrival: arrival))
+            let start = expectedNext - anchor(arrival: arrival)
+            if start >= playoutTs { playoutTs = start } else { leadIn = false }
             stalled = false
             delayAverage = nil
         }
@@ -284,7 +301,8 @@ public struct JitterBuffer: Sendable {
         }
     }
 
-    /// How far before a talkspurt's first frame the playout position starts, in ticks.
+    /// How far before a talkspurt's first frame the playout position starts, in ticks;
+    /// sets `leadIn` when the spurt should start with a half pull.
     ///
     /// Playout moves a whole frame at each pull of the playback, so the wait a frame gets
     /// is a whole number of pulls: started `target` ahead in ticks, a frame would wait
@@ -292,18 +310,31 @@ public struct JitterBuffer: Sendable {
     /// target (a 21 ms target: 40 ms held on one call, 22 ms on the next, by the phase
     /// alone, until drift control dropped a frame). Once the pulls' phase is known (a pop
     /// less than two frames ago), the frame is placed on the pull nearest to its earliest
-    /// possible arrival plus the target: it waits within half a frame of the target,
-    /// the middle of drift control's band, so it needs no correction either way.
-    func anchorTicks(arrival: Instant) -> Int64 {
+    /// possible arrival plus the target, in steps of half a frame: when the nearest
+    /// place is half-way between two pulls, the spurt starts with a pull of half a frame
+    /// (`leadIn`), which shifts the pulls' phase onto it. The frame then waits within a
+    /// quarter of a frame of the target (5 ms with 20 ms frames; whole steps left up to
+    /// 10 ms, fixed for the call, which the downlink's latency showed from run to run).
+    /// Frames of 10 ms or less keep whole steps: the playback takes 10 ms pieces.
+    mutating func anchor(arrival: Instant) -> Int64 {
+        leadIn = false
         let frame = frameDuration.nanoseconds
         guard frame > 0, let pull = lastPull, arrival >= pull, arrival - pull < frameDuration + frameDuration else {
             return durationToTicks(targetDelay)
         }
-        // Pull j (j ≥ 1) comes at pull + j frames.
-        let due = arrival.nanoseconds - lastLateness + targetDelay.nanoseconds - pull.nanoseconds
-        let pulls = max(1, (due + frame / 2) / frame)
-        // Delivered at the j-th pop: the j − 1 before it each move playout a frame on.
-        return (pulls - 1) * frameTicks
+        // The next pull comes `pullSpan` after the last one, and every frame after that.
+        let next = pull.nanoseconds + pullSpan
+        let due = max(0, arrival.nanoseconds - lastLateness + targetDelay.nanoseconds - next)
+        guard halfPulls else {
+            return (due + frame / 2) / frame * frameTicks
+        }
+        // Half frames from the next pull to the due time, nearest (a tie goes to the
+        // earlier place: the shorter wait).
+        let halves = (2 * due + frame / 2 - 1) / frame
+        leadIn = halves % 2 == 1
+        // Each whole pull before the delivering one moves playout a frame on; a half
+        // pull does not move it.
+        return halves / 2 * frameTicks
     }
 
     /// Lateness = transit − the smallest transit of the last one to two windows.
@@ -354,12 +385,43 @@ public struct JitterBuffer: Sendable {
 
     // MARK: Pop
 
+    /// A pull of the playback that did not pop (its caller had nothing to play yet, so
+    /// played silence of its own), and when the next pull will come: the pulls' phase,
+    /// so a call's first packet is placed on them too (`anchor`), not only the spurts
+    /// after it.
+    public mutating func idle(now: Instant, nextPullIn: Duration) {
+        lastPull = now
+        lastPopWasHalf = false
+        pullSpan = nextPullIn.nanoseconds
+    }
+
     /// The next frame. Call once per frame period of the playback; `quiet` says the
     /// recent output was low-level, which allows a drift correction.
     public mutating func pop(now: Instant, quiet: Bool = false) -> JitterBufferOutput {
         lastPull = now
+        lastPopWasHalf = false
+        pullSpan = frameDuration.nanoseconds
         guard let next = nextSequence else { return .empty }
+        if leadIn {
+            // A talkspurt's half pull (`anchor`): nothing is due, playout does not move.
+            leadIn = false
+            lastPopWasHalf = true
+            pullSpan /= 2
+            return .empty
+        }
         let wanted = quiet ? wantedAdjustment(now: now) : 0
+        if wanted < 0 && halfPulls && !insertingOften(now: now) {
+            // A lone insert is half a frame (a half pull; nothing consumed, playout does
+            // not move): it follows a target that grew a few ms after a spurt began.
+            // Inserts that come one after another are a speaker whose clock runs fast,
+            // and take whole frames: half frames at one insert a second would only just
+            // keep up with a 1 % faster clock (10 ms a second), and let the wait sink
+            // to the latest packets' lateness (measured: 13 stalls in two minutes).
+            commitAdjustment(wanted, now: now, half: true)
+            lastPopWasHalf = true
+            pullSpan /= 2
+            return .empty
+        }
         if let p = slot(next) {
             if p.tsExt > playoutTs {
                 // Not due yet: initial buffering or a DTX gap; silence is the cheapest
@@ -427,10 +489,22 @@ public struct JitterBuffer: Sendable {
         return 0
     }
 
-    mutating func commitAdjustment(_ direction: Int, now: Instant) {
+    /// Whether an insert and a lead-in are half a frame: frames of 20 ms or more (the
+    /// playback takes 10 ms pieces, so a half of 10 ms frames would not be one).
+    var halfPulls: Bool { frameDuration.nanoseconds >= 20_000_000 }
+
+    /// Whether the last insert came less than four adjustment intervals ago.
+    func insertingOften(now: Instant) -> Bool {
+        guard let last = lastInsert else { return false }
+        return now - last < configuration.adjustInterval * 4
+    }
+
+    mutating func commitAdjustment(_ direction: Int, now: Instant, half: Bool = false) {
         lastAdjust = now
+        if direction < 0 { lastInsert = now }
         // The change is known: move the average with it rather than wait to re-measure.
-        if let average = delayAverage { delayAverage = average - Int64(direction) * frameDuration.nanoseconds }
+        let step = half ? frameDuration.nanoseconds / 2 : frameDuration.nanoseconds
+        if let average = delayAverage { delayAverage = average - Int64(direction) * step }
         if direction > 0 { counters.driftDropped += 1 } else { counters.driftInserted += 1 }
     }
 }

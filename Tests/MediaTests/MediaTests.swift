@@ -279,6 +279,59 @@ struct DriftRun {
         #expect(!m.ducked && m.cutUntil != nil)
     }
 
+    /// A talkspurt whose due time falls half-way between two 20 ms pulls starts with a
+    /// pull of half a frame (10 ms of concealment), so its first frame waits the jitter
+    /// buffer's target, not 10 ms more or less for the whole spurt. The playback here
+    /// pulls again when it has played what the last pull gave, as AudioIO does.
+    @Test func aSpurtOffThePullsPhaseStartsWithAHalfPull() throws {
+        let far = try MediaPath(MediaSettings(frameMilliseconds: 20))
+        let input = tone(960 * 20, rate: 48_000)
+        // Spurt A: frames 0-9 sent from 0 ms; spurt B: frames 10-19 sent from 805 ms
+        // (RTP time too: a DTX pause of a frame count and a quarter). Each arrives 30 ms
+        // after it was sent.
+        var packets: [(seq: Int64, ts: UInt32, payload: [UInt8], at: Int64)] = []
+        for k in 0..<20 {
+            let frame = Array(input[(k * 960)..<((k + 1) * 960)])
+            let sent: Int64 = k < 10 ? Int64(k) * 20_000_000 : 805_000_000 + Int64(k - 10) * 20_000_000
+            packets.append((Int64(k), UInt32(sent / 1_000_000 * 48), far.encode(frame)!, sent + 30_000_000))
+        }
+        let near = try MediaPath()
+        var out = [Int16](repeating: 0, count: near.clock.maxPacketSamples)
+        var t: Int64 = 5_000_000, next = 0
+        var pulls: [(at: Int64, samples: Int, audible: Bool)] = []
+        while t < 1_300_000_000 {
+            while next < packets.count && packets[next].at <= t {
+                let p = packets[next]
+                near.received(sequence: p.seq, timestamp: p.ts, payload: p.payload, arrival: Instant(nanoseconds: p.at))
+                next += 1
+            }
+            let n = out.withUnsafeMutableBufferPointer { near.playout(now: Instant(nanoseconds: t), into: $0) }
+            pulls.append((t, n, n > 0 && out[0..<n].contains(where: { abs(Int($0)) > 1_000 })))
+            t += n > 0 ? Int64(n) * 1_000_000_000 / 48_000 : MediaPath.idlePull.nanoseconds
+        }
+        let target = near.jitter.targetDelay.nanoseconds
+        // Spurt B's first frame arrives at 835 ms, due at 855 with a 20 ms target; the
+        // pulls so far come at 845 and 865 (5 + 20k ms).
+        guard let first = pulls.first(where: { $0.at > 800_000_000 && $0.audible }) else {
+            Issue.record("spurt B never played: \(pulls.filter { $0.at > 800_000_000 }.prefix(8))")
+            return
+        }
+        let waited = first.at - 835_000_000
+        #expect(abs(waited - target) <= 5_000_000, "waited \(waited / 1_000_000) ms against a \(target / 1_000_000) ms target")
+        // The pull before it was the half one; whole ones before that (spurt A's
+        // concealment fading out, then silence).
+        let before = pulls.filter { $0.at > 700_000_000 && $0.at < first.at }
+        #expect(before.last?.samples == 480 && before.dropLast().allSatisfy { $0.samples == 960 },
+                "pulls before spurt B: \(before.map { ($0.at / 1_000_000, $0.samples) })")
+        // Spurt A's first packet too is placed on the pulls, which came every 10 ms
+        // while nothing had arrived (`idle`): it arrived at 30 ms, due at 50, between
+        // the pulls at 45 and 55 of a 35 ms half pull.
+        let startA = pulls.first(where: { $0.audible })
+        #expect(startA.map { abs($0.at - 30_000_000 - target) <= 5_000_000 } == true, "spurt A first heard at \(startA.map { $0.at / 1_000_000 } ?? -1) ms")
+        // Both spurts played whole.
+        #expect(pulls.filter(\.audible).count >= 19)
+    }
+
     /// Nothing before the first packet: the speaker side plays silence of its own.
     @Test func nothingBeforeTheFirstPacket() throws {
         let m = try MediaPath()
