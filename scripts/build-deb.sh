@@ -6,6 +6,8 @@
 #   The architecture comes from the binary's ELF header (aarch64 → arm64, x86-64 → amd64).
 #
 # Contents: /usr/bin/linnet (stripped), /lib/systemd/system/linnet.service,
+# linnet-provision.service and /usr/lib/linnet/linnet-provision (disabled: the image's
+# first-boot provisioning from the boot partition),
 # /etc/linnet/linnet.conf (a conffile), /usr/share/linnet/board/<profile>/ (the board
 # profiles), /usr/share/doc/linnet/ (README, copyright in DEP-5 format naming the
 # statically linked libraries: scripts/deb/copyright, and the changelog). Maintainer
@@ -56,6 +58,10 @@ install -d "$root/DEBIAN" "$root/usr/bin" "$root/lib/systemd/system" "$root/etc/
 "$strip" -o "$root/usr/bin/linnet" "$bin"
 chmod 0755 "$root/usr/bin/linnet"
 install -m 0644 "$top/systemd/linnet.service" "$root/lib/systemd/system/linnet.service"
+# The SD card image's first-boot step (board/image), installed disabled.
+install -m 0644 "$top/systemd/linnet-provision.service" "$root/lib/systemd/system/linnet-provision.service"
+install -d "$root/usr/lib/linnet"
+install -m 0755 "$top/board/image/linnet-provision" "$root/usr/lib/linnet/linnet-provision"
 install -d "$root/lib/udev/rules.d"
 install -m 0644 "$top/systemd/60-linnet.rules" "$root/lib/udev/rules.d/60-linnet.rules"
 install -m 0644 "$top/board/usb/linnet.conf" "$root/etc/linnet/linnet.conf"

@@ -75,6 +75,9 @@ check "linnet selftest from /usr/bin" /usr/bin/linnet selftest
 verify=$(systemd-analyze verify /lib/systemd/system/linnet.service 2>&1 || echo "exit status $?")
 check "systemd-analyze verify installed unit is clean${verify:+: $verify}" test -z "$verify"
 check "systemd-analyze security ≤ 2.0" "$top/scripts/check-unit.sh" /lib/systemd/system/linnet.service
+verify=$(systemd-analyze verify /lib/systemd/system/linnet-provision.service 2>&1 || echo "exit status $?")
+check "systemd-analyze verify linnet-provision.service is clean${verify:+: $verify}" test -z "$verify"
+check "linnet-provision installed disabled" sh -c '! systemctl is-enabled --quiet linnet-provision 2>/dev/null'
 # (Its keys are checked by Tests/AgentTests BoardConfigTests, which parses every profile.)
 check "/etc/linnet/linnet.conf is the usb profile" cmp /etc/linnet/linnet.conf "$top/board/usb/linnet.conf"
 check "state directory /var/lib/linnet owned by linnet" sh -c 'test "$(stat -c %U /var/lib/linnet)" = linnet'
@@ -129,7 +132,8 @@ if [ -n "$arm64_deb" ]; then
   check "arm64: Depends only adduser, libasound2 and libc6 ($depends)" \
     sh -c "echo '$depends' | tr ',' '\n' | sed 's/ *(.*//; s/^ *//' | sort | tr '\n' ' ' | grep -qx 'adduser libasound2 libc6 '"
   contents=$(dpkg-deb -c "$arm64_deb")
-  for f in ./usr/bin/linnet ./lib/systemd/system/linnet.service ./etc/linnet/linnet.conf; do
+  for f in ./usr/bin/linnet ./lib/systemd/system/linnet.service ./etc/linnet/linnet.conf \
+           ./lib/systemd/system/linnet-provision.service ./usr/lib/linnet/linnet-provision; do
     check "arm64: contains $f" grep -q " $f\$" <<<"$contents"
   done
   mkdir -p "$work/arm64"
