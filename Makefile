@@ -114,6 +114,13 @@ deb-host: release
 test-deb: build/host/linnet build/arm64/linnet deb
 	scripts/test-deb.sh build/host/linnet build/linnet_$$(scripts/version.sh)_arm64.deb
 
+## image: the SD card image for Raspberry Pi 3B+, 4 and Zero 2 W (board/image/build.sh):
+## Debian 12 arm64 from apt, the arm64 package installed, first-boot provisioning from
+## the boot partition; build/linnet-<version>-rpi-arm64.img.xz
+.PHONY: image
+image: deb
+	board/image/build.sh build/linnet_$$(scripts/version.sh)_arm64.deb build/linnet-$$(scripts/version.sh)-rpi-arm64.img.xz
+
 ## vboard: the virtual board (board/vm): the arm64 package in Debian 12 arm64
 ## with its own kernel under qemu-system-aarch64 (snd-aloop, gpio-sim, systemd), calling
 ## the host release binary's answerer; one PASS/FAIL line a scenario, then figures. The

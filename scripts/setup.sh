@@ -50,6 +50,9 @@ packages=(
   # refuses to run without arch-test, and infers its sources' signed-by with gpg),
   # gpio-sim's module checked with modinfo, the harness's ssh into the guest
   qemu-system-arm qemu-utils mmdebstrap arch-test gpg e2fsprogs kmod xz-utils openssh-client
+  # the SD card image (board/image, make image): its FAT partition made as a file and
+  # filled without a loop device, and its partition table
+  dosfstools mtools fdisk
   # fleet metrics: the textfile collector that serves Linnet's metrics file, and the
   # Prometheus server that scrapes it during a call (CLITests/OpenAITurnTests:
   # metricsReachNodeExporterAndAddUp, prometheusScrapesACall)

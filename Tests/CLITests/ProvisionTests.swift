@@ -106,6 +106,10 @@ struct ProvisionBench {
             open = yes
             """)
         try b.put("board", "respeaker-2mic\n")
+        // Debian's raspi-firmware, as on the image: its config.txt is rewritten at each
+        // kernel update from this folder's raspi-firmware-custom.
+        try FileManager.default.createDirectory(at: b.root.appendingPathComponent("etc/default"), withIntermediateDirectories: true)
+        try "ROOTPART=LABEL=LINNETROOT\n".write(to: b.root.appendingPathComponent("etc/default/raspi-firmware"), atomically: true, encoding: .utf8)
         try b.put("hostname", "kiosk-07\n")
         let key = try b.publicKey()
         try b.put("authorized_keys", "# the maker\n" + key)
@@ -134,6 +138,7 @@ struct ProvisionBench {
         let configTxt = try String(contentsOf: b.boot.appendingPathComponent("config.txt"), encoding: .utf8)
         #expect(configTxt.hasPrefix(ProvisionBench.configTxt + "# linnet board: begin\n"))
         #expect(configTxt.contains("dtoverlay=respeaker-2mic-v2_0\n") && configTxt.hasSuffix("# linnet board: end\n"))
+        #expect(b.installed("etc/default/raspi-firmware-custom") == (try String(contentsOf: ProvisionBench.repository.appendingPathComponent("board/respeaker-2mic/config.txt"), encoding: .utf8)))
 
         // Off the card: the secrets and everything installed.
         for name in ["token.txt", "wifi.conf", "linnet.conf", "board", "hostname", "authorized_keys"] {
