@@ -145,6 +145,9 @@ public final class MediaPath {
         // A concealed (or FEC-recovered) frame is as long as the far end's frames, which
         // the jitter buffer learns from their timestamps.
         let conceal = max(1, min(Int(jitter.frameLength) * clock.sampleRate / FrameClock.rtpClockRate, out.count))
+        // What a pop with no packet plays: a frame of concealment, half a frame for a
+        // half pull (`JitterBuffer.halfPull`). Read after the pop.
+        func silenceLength() -> Int { jitter.lastPopWasHalf ? max(1, conceal / 2) : conceal }
         // Nil when the decoder refused: each caller below counts it or falls back to
         // concealment, and to silence when even that is refused.
         func decode(_ payload: [UInt8]?, fec: Bool) -> Int? {
@@ -156,9 +159,7 @@ public final class MediaPath {
                     try decoder.decode(b, into: UnsafeMutableBufferPointer(rebasing: out[0..<length]), fec: fec)
                 }
             }
-            // A talkspurt's half pull (`JitterBuffer.anchor`) conceals half a frame.
-            let length = jitter.lastPopWasHalf ? max(1, conceal / 2) : conceal
-            return try? decoder.decode(nil, into: UnsafeMutableBufferPointer(rebasing: out[0..<length]))
+            return try? decoder.decode(nil, into: UnsafeMutableBufferPointer(rebasing: out[0..<silenceLength()]))
         }
         let quiet = lastQuiet || sinceQuiet >= Int(MediaPath.forceCorrectionAfter.milliseconds) / clock.milliseconds
         let before = jitter.counters
@@ -189,7 +190,7 @@ public final class MediaPath {
         }
         if n == 0 {
             // The decoder refused even concealment: play silence of a frame's length.
-            n = jitter.lastPopWasHalf ? max(1, conceal / 2) : conceal
+            n = silenceLength()
             for i in 0..<n { out[i] = 0 }
         }
         if held {

@@ -109,8 +109,8 @@ public struct JitterBufferConfiguration: Sendable {
 ///   above target the buffer drops one frame; more than half a frame below, it inserts
 ///   one (`.empty`; half a frame, `lastPopWasHalf`, with frames of 20 ms or more when
 ///   no insert came in the last four intervals: a target that grew a few ms after a
-///   spurt started then costs 10 ms of delay, not 20). Both happen only when the caller says the audio is quiet (`quiet:`,
-///   from its level meter, or in a DTX gap) and at most once per `adjustInterval`, so
+///   spurt started then costs 10 ms of delay, not 20). Both happen only when the
+///   caller says the audio is quiet (`quiet:`, from its level meter, or in a DTX gap) and at most once per `adjustInterval`, so
 ///   speech is never cut or stretched. Inserting sooner than dropping is deliberate:
 ///   the target already holds only the largest lateness plus one frame, so a playout
 ///   clock that runs fast (a speaker faster than the far end) would otherwise reach the
@@ -405,9 +405,7 @@ public struct JitterBuffer: Sendable {
         if leadIn {
             // A talkspurt's half pull (`anchor`): nothing is due, playout does not move.
             leadIn = false
-            lastPopWasHalf = true
-            pullSpan /= 2
-            return .empty
+            return halfPull()
         }
         let wanted = quiet ? wantedAdjustment(now: now) : 0
         if wanted < 0 && halfPulls && !insertingOften(now: now) {
@@ -418,9 +416,7 @@ public struct JitterBuffer: Sendable {
             // keep up with a 1 % faster clock (10 ms a second), and let the wait sink
             // to the latest packets' lateness (measured: 13 stalls in two minutes).
             commitAdjustment(wanted, now: now, half: true)
-            lastPopWasHalf = true
-            pullSpan /= 2
-            return .empty
+            return halfPull()
         }
         if let p = slot(next) {
             if p.tsExt > playoutTs {
@@ -461,6 +457,14 @@ public struct JitterBuffer: Sendable {
         // Nothing buffered: hold the playout position until packets come.
         counters.starved += 1
         stalled = true
+        return .empty
+    }
+
+    /// A pop of half a frame of silence (a lead-in or a lone insert): playout does not
+    /// move, and the next pull comes half a frame sooner.
+    mutating func halfPull() -> JitterBufferOutput {
+        lastPopWasHalf = true
+        pullSpan /= 2
         return .empty
     }
 
