@@ -10,6 +10,9 @@ struct ProvisionBench {
     let base: URL
     var boot: URL { base.appendingPathComponent("boot") }
     var root: URL { base.appendingPathComponent("root") }
+    /// A stand-in for /sys/class/leds: the Pi's activity LED, its trigger as the kernel
+    /// lists it (the selected one in brackets), and the timer trigger's two delays.
+    var leds: URL { base.appendingPathComponent("leds") }
     static let repository = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
     static let configTxt = "# the firmware's own settings\narm_64bit=1\n"
 
@@ -19,6 +22,10 @@ struct ProvisionBench {
         try fm.createDirectory(at: boot, withIntermediateDirectories: true)
         try fm.createDirectory(at: root.appendingPathComponent("etc"), withIntermediateDirectories: true)
         try Self.configTxt.write(to: boot.appendingPathComponent("config.txt"), atomically: true, encoding: .utf8)
+        try fm.createDirectory(at: leds.appendingPathComponent("ACT"), withIntermediateDirectories: true)
+        for (file, text) in [("trigger", "none timer heartbeat [mmc0]\n"), ("delay_on", "500\n"), ("delay_off", "500\n")] {
+            try text.write(to: leds.appendingPathComponent("ACT/\(file)"), atomically: false, encoding: .utf8)
+        }
         try "127.0.0.1\tlocalhost\n127.0.1.1\tdebian\n".write(to: root.appendingPathComponent("etc/hosts"), atomically: true, encoding: .utf8)
         // The profiles as the package installs them (scripts/build-deb.sh: every folder
         // of board/ with a linnet.conf).
@@ -45,6 +52,11 @@ struct ProvisionBench {
         try? String(contentsOf: root.appendingPathComponent(path), encoding: .utf8)
     }
 
+    /// What was last written to the activity LED's FILE.
+    func led(_ file: String) -> String? {
+        try? String(contentsOf: leds.appendingPathComponent("ACT/\(file)"), encoding: .utf8)
+    }
+
     func mode(_ path: String) -> Int? {
         (try? FileManager.default.attributesOfItem(atPath: root.appendingPathComponent(path).path))?[.posixPermissions] as? Int
     }
@@ -59,7 +71,7 @@ struct ProvisionBench {
     func run() throws -> (status: Int32, out: String) {
         let p = Process()
         p.executableURL = URL(fileURLWithPath: "/bin/bash")
-        p.arguments = [Self.repository.appendingPathComponent("board/image/linnet-provision").path, "--boot", boot.path, "--root", root.path]
+        p.arguments = [Self.repository.appendingPathComponent("board/image/linnet-provision").path, "--boot", boot.path, "--root", root.path, "--leds", leds.path]
         p.environment = ProcessInfo.processInfo.environment.merging(["LINNET": Linnet.executable.path]) { $1 }
         let out = Pipe()
         p.standardOutput = out
@@ -116,6 +128,7 @@ struct ProvisionBench {
         let r = try b.run()
         #expect(r.status == 0, "\(r.out)")
         #expect(r.out.contains("reboot: needed"))
+        #expect(b.led("trigger") == "none timer heartbeat [mmc0]\n", "the LED was changed with nothing refused")
 
         #expect(b.installed("etc/linnet/token") == Self.token + "\n")
         #expect(b.mode("etc/linnet/token") == 0o600)
@@ -194,6 +207,9 @@ struct ProvisionBench {
         #expect(!b.onCard("token") && !b.onCard("wifi.conf"))
         #expect(b.onCard("board") && b.onCard("hostname") && b.onCard("linnet.conf") && b.onCard("authorized_keys"))
         #expect(try String(contentsOf: b.boot.appendingPathComponent("config.txt"), encoding: .utf8) == ProvisionBench.configTxt)
+        // The board has no screen: its activity LED blinks fast.
+        #expect(b.led("trigger") == "timer\n" && b.led("delay_on") == "100\n" && b.led("delay_off") == "100\n")
+        #expect(r.out.contains("ACT LED blinking fast"))
     }
 
     /// What a hostile or broken card holds: a symlink where the token should be is
