@@ -15,6 +15,12 @@ import Wire
 ///   a FIFO or a symlink is refused, never replaced — `--status-file /dev/null` must not
 ///   turn the null device into a file for every other process.
 /// - `rename` replaces the target atomically; on any failure the temporary file is removed.
+/// - `durable`: the file's bytes are on the disk before the rename, and the rename is
+///   before `replace` returns (fsync of the file, then of the directory): state a power
+///   cut must not take back once written (the day's usage, the open sessions' close
+///   URLs). Without it, ext4 keeps the replacement atomic but may lose the last few
+///   seconds of renames on a cut (its commit interval); the virtual board's power cuts
+///   found a usage count that went back that way.
 public enum SafeFile {
     public enum Failure: Error, Equatable, Sendable, CustomStringConvertible {
         case directory(path: String, reason: String)
@@ -30,8 +36,9 @@ public enum SafeFile {
         }
     }
 
-    /// Writes `bytes` to `path` (mode 0644) by temporary file and rename.
-    public static func replace(_ path: String, with bytes: [UInt8]) throws(Failure) {
+    /// Writes `bytes` to `path` (mode 0644) by temporary file and rename; `durable`
+    /// also waits until both are on the disk.
+    public static func replace(_ path: String, with bytes: [UInt8], durable: Bool = false) throws(Failure) {
         let (dir, name) = split(path)
         // A path component is bytes to the kernel (POSIX), so "." and ".." are matched as bytes.
         guard !name.isEmpty, !name.bytesEqual("."), !name.bytesEqual("..") else { throw .target(path: path, reason: "is not a file name") }
@@ -76,6 +83,10 @@ public enum SafeFile {
                 offset += n
             }
         }
+        if ok && durable && fsync(fd) != 0 {
+            ok = false
+            error = SystemError("fsync \(path)", code: csystem_errno())
+        }
         closeDescriptor(fd)
         if ok && renameat(dfd, temporary, dfd, name) != 0 {
             ok = false
@@ -84,6 +95,10 @@ public enum SafeFile {
         if !ok {
             _ = unlinkat(dfd, temporary, 0)
             throw .system(error)
+        }
+        // The rename is a change of the directory: on the disk once the directory is.
+        if durable && fsync(dfd) != 0 {
+            throw .system(SystemError("fsync \(dir)", code: csystem_errno()))
         }
     }
 

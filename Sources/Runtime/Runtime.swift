@@ -116,7 +116,7 @@ public final class Runtime {
             bytes += pendingCloses[id]!.json.serialized()
             bytes.append(10)
         }
-        do throws(SafeFile.Failure) { try SafeFile.replace(path, with: bytes) } catch {
+        do throws(SafeFile.Failure) { try SafeFile.replace(path, with: bytes, durable: true) } catch {
             Log.warning("the open sessions file: \(error); a session left open by a crash will not be closed at the next start")
             pendingClosesPath = nil
         }
@@ -465,7 +465,7 @@ public final class Runtime {
             if saved.bytes == bytes { return }
             if !force, loop.now - saved.at < .seconds(60) { return }
         }
-        do throws(SafeFile.Failure) { try SafeFile.replace(path, with: bytes) } catch {
+        do throws(SafeFile.Failure) { try SafeFile.replace(path, with: bytes, durable: true) } catch {
             Log.warning("the daily usage file: \(error); a daily cap will not survive a restart")
             usagePath = nil
             return

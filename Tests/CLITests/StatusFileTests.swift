@@ -3,6 +3,7 @@ import Foundation
 import Glibc
 import Wire
 import JSON
+import Platform
 @testable import Runtime
 
 /// `--status-file` as root: `<path>.tmp` must not be opened with O_CREAT|O_TRUNC
@@ -36,6 +37,23 @@ import JSON
         #expect(json?["state"] as? String == "failed" || json?["state"] as? String == "closed")
         // Nothing left behind but the file itself.
         #expect(try FileManager.default.contentsOfDirectory(atPath: dir) == ["status.json"])
+    }
+
+    /// The state files' durable replacement (the day's usage, the open sessions): the
+    /// same whole-file replacement, and the same refusals. That it is on the disk when
+    /// it returns is shown where a disk can lose it: the virtual board's power cuts
+    /// (board/vm, `powercut`), which found a usage count going back without it.
+    @Test func aDurableReplacementIsWholeAndRefusesWhatTheOtherRefuses() throws {
+        let dir = try directory("safefile-durable")
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        for text in ["{\"connected_ms\":1}\n", "{\"connected_ms\":219630}\n"] {
+            try SafeFile.replace(dir + "/daily-usage.json", with: Array(text.utf8), durable: true)
+            #expect(try String(contentsOfFile: dir + "/daily-usage.json", encoding: .utf8) == text)
+        }
+        #expect(try FileManager.default.contentsOfDirectory(atPath: dir) == ["daily-usage.json"])
+        #expect(mkfifo(dir + "/open-sessions.jsonl", 0o644) == 0)
+        #expect(throws: SafeFile.Failure.self) { try SafeFile.replace(dir + "/open-sessions.jsonl", with: [10], durable: true) }
+        #expect(!isRegular(dir + "/open-sessions.jsonl"))
     }
 
     /// The old temporary name, planted as a symlink to a file we must not touch.
