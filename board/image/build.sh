@@ -3,7 +3,7 @@
 # from Debian's packages alone, with Linnet's package installed, its service and the
 # first-boot provisioning (linnet-provision) enabled.
 #
-#   board/image/build.sh LINNET_ARM64_DEB OUT.img.xz
+#   board/image/build.sh LINNET_ARM64_DEB OUT.img.xz   (OUT.img: the raw disk, for CI)
 #
 # Layout (MBR, what the Pi's boot ROM reads):
 #   1  FAT32  256 MiB  label RASPIFIRM  /boot/firmware: raspi-firmware's blobs, the
@@ -13,7 +13,8 @@
 #   2  ext4   1.5 GiB  label LINNETROOT /  (data=journal: see below); grown to the rest
 #                                       of the card at first boot (linnet-grow-root)
 #
-# Built with mmdebstrap under qemu-user (binfmt) as the virtual board's disk is; no
+# The Debian root is made by base.sh (mmdebstrap under qemu-user, cached); the package
+# is installed on a copy of it with dpkg, then customize.sh. No
 # loop devices: the partitions are made as files (mkfs.vfat + mcopy, mke2fs -d) and
 # copied into the disk file at their offsets, so it runs in a container.
 #
@@ -50,30 +51,22 @@ trap cleanup EXIT
 [ -e /proc/sys/fs/binfmt_misc/qemu-aarch64 ] || cat /usr/lib/binfmt.d/qemu-aarch64.conf > /proc/sys/fs/binfmt_misc/register
 
 cp "$deb" "$work/linnet.deb"
-mapfile -t pkgs < <(sed -e 's/#.*//' "$here/packages" | tr -s ' \t' '\n' | grep -v '^$')
-include=$(IFS=,; echo "${pkgs[*]}")
-
-say "mmdebstrap: Debian 12 arm64 (a few minutes under qemu-user)"
-mmdebstrap --mode=root --arch=arm64 --variant=apt --include="$include" \
-  --components="main non-free-firmware" \
-  --essential-hook='mkdir -p "$1/etc/dpkg/dpkg.cfg.d" "$1/boot/firmware" "$1/etc/default" "$1/etc/initramfs-tools/conf.d"
-    printf "path-exclude=/usr/share/man/*\npath-exclude=/usr/share/locale/*\npath-include=/usr/share/locale/locale.alias\npath-exclude=/usr/share/doc/*\npath-include=/usr/share/doc/*/copyright\npath-include=/usr/share/doc/linnet/*\n" > "$1/etc/dpkg/dpkg.cfg.d/linnet-image"
-    # raspi-firmware writes cmdline.txt from this (its kernel hook).
-    printf "ROOTPART=LABEL=LINNETROOT\nCONSOLES=\"serial0,115200 tty1\"\n" > "$1/etc/default/raspi-firmware"
-    # The initrd needs the SD card and the root file system, not every driver: a
-    # smaller initrd, and mkinitramfs under qemu-user in minutes, not tens. (MODULES=dep
-    # looks at the machine it runs on: in a chroot it cannot tell the root device.)
-    # The Pi 3 SD host (bcm2835), the Pi 4 one (sdhci-iproc), and virtio for the
-    # virtual board that boots this root in CI.
-    echo MODULES=list > "$1/etc/initramfs-tools/conf.d/linnet-image"
-    printf "mmc_block\nsdhci_iproc\nbcm2835\next4\nvirtio_pci\nvirtio_blk\n" >> "$1/etc/initramfs-tools/modules"' \
-  --dpkgopt=force-confold \
-  --customize-hook="cp $work/linnet.deb \"\$1/tmp/linnet.deb\" && chroot \"\$1\" apt-get install -y --no-install-recommends /tmp/linnet.deb && rm \"\$1/tmp/linnet.deb\"" \
-  --customize-hook="$here/customize.sh \"\$1\"" \
-  bookworm "$work/root" \
-  "deb http://deb.debian.org/debian bookworm main non-free-firmware" \
-  "deb http://deb.debian.org/debian bookworm-updates main non-free-firmware" \
-  "deb http://deb.debian.org/debian-security bookworm-security main non-free-firmware" >&2
+base=$("$here/base.sh")
+say "the package on the cached root ($base)"
+mkdir "$work/root"
+tar --numeric-owner --xattrs --acls -C "$work/root" -xf "$base/root.tar"
+cp "$work/linnet.deb" "$work/root/tmp/linnet.deb"
+# dpkg, not apt: the root has every dependency already (packages), and no network is
+# needed. The maintainer scripts see no systemd and no udev (a chroot), as in mmdebstrap.
+chroot "$work/root" dpkg --force-confold -i /tmp/linnet.deb >&2
+rm "$work/root/tmp/linnet.deb"
+# dpkg logs the install with the wall clock: every line of its log is set to
+# SOURCE_DATE_EPOCH (the base's lines were made at its own build time).
+log_at=$(date -u -d "@$SOURCE_DATE_EPOCH" '+%Y-%m-%d %H:%M:%S')
+sed -i "s/^[0-9-]* [0-9:]* /$log_at /" "$work/root/var/log/dpkg.log"
+"$here/customize.sh" "$work/root"
+cp "$base/packages.lock" "$work/packages.lock"
+chroot "$work/root" dpkg-query -W -f '${Package} ${Version}\n' linnet >> "$work/packages.lock"
 
 # Every time stamp at SOURCE_DATE_EPOCH or before: what maintainer scripts made during
 # the build carries the build's own time (mke2fs -d and mcopy -m copy them).
@@ -84,12 +77,21 @@ fat_mib=256
 mkfs.vfat -C -F 32 -n RASPIFIRM -i "$fat_id" --invariant "$work/fat.img" $((fat_mib * 1024)) >/dev/null
 ( cd "$work/root/boot/firmware" && find . -mindepth 1 -maxdepth 1 -print0 | sort -z | xargs -0 -r -I{} mcopy -s -p -m -i "$work/fat.img" {} ::/ )
 rm -rf "$work/root/boot/firmware"/*
+touch -d "@$SOURCE_DATE_EPOCH" "$work/root/boot/firmware"
 
 # The root partition. 1.5 GiB: the system is about 600 MB; linnet-grow-root takes the
 # rest of the card at first boot.
 root_mib=1536
-E2FSPROGS_FAKE_TIME=$SOURCE_DATE_EPOCH mke2fs -q -t ext4 -L LINNETROOT -U "$root_uuid" -E "hash_seed=$root_uuid" -d "$work/root" "$work/root.img" ${root_mib}M
-tune2fs -o journal_data "$work/root.img" >/dev/null
+E2FSPROGS_FAKE_TIME=$SOURCE_DATE_EPOCH mke2fs -q -t ext4 -L LINNETROOT -U "$root_uuid" -E "hash_seed=$root_uuid" -d "$work/root" "$work/root.img" ${root_mib}M >&2
+E2FSPROGS_FAKE_TIME=$SOURCE_DATE_EPOCH tune2fs -o journal_data "$work/root.img" >/dev/null
+# mke2fs -d copies each file's access and change times, which are this build's (the
+# extraction, dpkg): set both to SOURCE_DATE_EPOCH in the file system itself (a change
+# time cannot be set on the files before).
+( cd "$work/root" && find . -mindepth 1 -printf '%P\n' ) \
+  | awk -v t="@$SOURCE_DATE_EPOCH" 'BEGIN { print "sif / atime " t; print "sif / ctime " t }
+      { gsub(/"/, "\\\""); printf "sif \"/%s\" atime %s\nsif \"/%s\" ctime %s\n", $0, t, $0, t }' > "$work/times.debugfs"
+E2FSPROGS_FAKE_TIME=$SOURCE_DATE_EPOCH debugfs -w -f "$work/times.debugfs" "$work/root.img" > /dev/null 2> "$work/times.err" \
+  || { cat "$work/times.err" >&2; exit 1; }
 
 # The disk: MBR, the FAT at 4 MiB (the SD card's erase blocks), the root after it.
 disk=$work/disk.img
@@ -105,8 +107,15 @@ dd if="$work/fat.img" of="$disk" bs=1M seek=4 conv=notrunc,sparse status=none
 dd if="$work/root.img" of="$disk" bs=1M seek=$((4 + fat_mib)) conv=notrunc,sparse status=none
 
 mkdir -p "$(dirname "$out")"
-xz -T0 -6 -c "$disk" > "$out.tmp"
+# The raw disk's hash is what two builds are compared by (xz's output is a function of
+# its input, so the same raw bytes give the same .xz).
+sha=$(sha256sum "$disk" | cut -c1-64)
+case $out in
+  *.img) cp --sparse=always "$disk" "$out.tmp" ;;   # the virtual board's CI boot: no xz
+  *) xz -T0 -6 -c "$disk" > "$out.tmp" ;;
+esac
 mv -f "$out.tmp" "$out"
-say "built in $(( $(date +%s) - start )) s: $out ($(stat -c %s "$out") bytes xz, $((total_mib)) MiB raw)"
-BENCH_LINE="BENCH image_xz_bytes $(stat -c %s "$out") bytes"
-echo "$BENCH_LINE"
+{ echo "# $(basename "$out"): raw disk sha256 $sha"; cat "$work/packages.lock"; } > "${out%.xz}.manifest"
+say "built in $(( $(date +%s) - start )) s: $out ($(stat -c %s "$out") bytes, $((total_mib)) MiB raw, raw sha256 ${sha:0:16})"
+echo "BENCH image_bytes $(stat -c %s "$out") bytes ($(basename "$out"))"
+echo "BENCH image_build_seconds $(( $(date +%s) - start )) s (the cached Debian root: $(cat "$base/build-seconds") s when it was built)"

@@ -63,6 +63,9 @@ done
 for u in apt-daily.timer apt-daily-upgrade.timer e2scrub_all.timer e2scrub_reap.service; do
   chroot "$root" systemctl mask "$u" >/dev/null 2>&1 || true
 done
+# The usb profile's sound by default: on Debian's kernel it is the one that makes sound
+# (board/image/README.md); a `board` file on the card replaces it.
+install -m 0644 "$root/usr/share/linnet/board/usb/asound.conf" "$root/etc/asound.conf"
 # A token file and a config for the service to start with; linnet-provision replaces
 # them. Without a token the service waits and says so (status file, journal).
 mkdir -p "$root/var/log/journal"
