@@ -116,15 +116,17 @@ test-deb: build/host/linnet build/arm64/linnet deb
 
 ## image: the SD card image for Raspberry Pi 3B+, 4 and Zero 2 W (board/image/build.sh):
 ## Debian 12 arm64 from apt, the arm64 package installed, first-boot provisioning from
-## the boot partition; build/linnet-<version>-rpi-arm64.img.xz
+## the boot partition; build/linnet-<version>-rpi-arm64.img.xz. Its Debian root is
+## cached in /var/cache/linnet-image (LINNET_IMAGE_CACHE), keyed on its inputs.
 .PHONY: image
 image: deb
 	board/image/build.sh build/linnet_$$(scripts/version.sh)_arm64.deb build/linnet-$$(scripts/version.sh)-rpi-arm64.img.xz
 
-## vboard: the virtual board (board/vm): the arm64 package in Debian 12 arm64
-## with its own kernel under qemu-system-aarch64 (snd-aloop, gpio-sim, systemd), calling
-## the host release binary's answerer; one PASS/FAIL line a scenario, then figures. The
-## disk image is cached in /var/cache/linnet-vboard (VBOARD_CACHE), keyed on its inputs.
+## vboard: the virtual board (board/vm): the SD card image (as make image builds it,
+## raw) with its own kernel under qemu-system-aarch64 (snd-aloop, gpio-sim, systemd),
+## provisioned through its boot partition, calling the host release binary's answerer;
+## one PASS/FAIL line a scenario, then figures. VBOARD_POWERCUTS (5) power cuts at random
+## moments of calls and boots. gpio-sim.ko is cached in /var/cache/linnet-vboard.
 vboard: deps deb build/host/linnet
 	board/vm/vboard.sh build/linnet_$$(scripts/version.sh)_arm64.deb build/host/linnet $(VBOARD_SCENARIOS)
 

@@ -6,7 +6,7 @@
 #   board/vm/vboard.sh DEB HOST_LINNET [SCENARIO...]
 #
 # DEB is the arm64 package (make deb), HOST_LINNET a linnet for this machine (the
-# answerer). Scenarios, in order: install tool call watchdog card netem powercut upgrade
+# answerer). Scenarios, in order: provision tool call watchdog card netem powercut upgrade
 # (by default all). One line each: "VBOARD PASS name: what was checked" or
 # "VBOARD FAIL name: why", then the figures as "VBOARD figure ..." lines. Exit 0 only
 # when every scenario passed.
@@ -20,7 +20,7 @@ deb=$(realpath "$1")
 host_linnet=$(realpath "$2")
 shift 2
 scenarios=("$@")
-[ ${#scenarios[@]} -gt 0 ] || scenarios=(install tool call watchdog card netem powercut upgrade)
+[ ${#scenarios[@]} -gt 0 ] || scenarios=(provision tool call watchdog card netem powercut upgrade)
 
 work=$repo/build/vboard
 rm -rf "$work"
@@ -34,11 +34,35 @@ elapsed() { awk -v a="$1" -v b="$(now)" 'BEGIN { printf "%.1f", b - a }'; }
 figure() { echo "VBOARD figure $*" >> "$work/figures"; }
 
 # --- The image ----------------------------------------------------------------------
-t_image=$(now)
+# The board's disk is the SD card image users flash (board/image/build.sh), made from
+# the package under test; the harness's own parts (gpio-sim.ko, its ssh key) come from
+# image.sh's cache and reach the board as a user's would: the key through the card.
 entry=$("$here/image.sh")
-figure "image_step_seconds $(elapsed "$t_image") ($( [ "$(stat -c %Y "$entry/done")" -lt "${t_image%.*}" ] && echo cached || echo built now))"
-figure "image_build_seconds $(cat "$entry/build-seconds") (the cached image, built from nothing)"
-figure "image_qcow2_bytes $(stat -c %s "$entry/rootfs.qcow2")"
+t_image=$(now)
+"$repo/board/image/build.sh" "$deb" "$work/image.img" > "$work/image-build.out" 2> "$work/image-build.log" \
+  || { tail -n 30 "$work/image-build.log" >&2; echo "VBOARD FAIL image: board/image/build.sh failed"; exit 1; }
+figure "image_step_seconds $(elapsed "$t_image") (the package on the image's cached Debian root, partitions, disk)"
+sed -n 's/^BENCH //p' "$work/image-build.out" | while read -r l; do figure "$l"; done
+figure "image_raw_bytes $(stat -c %s "$work/image.img") ($(du -m "$work/image.img" | cut -f1) MB allocated)"
+cp --sparse=always "$work/image.img" "$work/disk.img"
+rm -f "$work/image.img"
+fat="$work/disk.img@@4M"
+kernel=$(mdir -b -i "$fat" ::/ | sed -n 's#^::/\(vmlinuz-.*\)#\1#p' | head -n 1)
+initrd=$(mdir -b -i "$fat" ::/ | sed -n 's#^::/\(initrd.img-.*\)#\1#p' | head -n 1)
+[ "$kernel" = "vmlinuz-$(cat "$entry/kabi")" ] || { echo "VBOARD FAIL image: kernel on the card is '$kernel', gpio-sim is built for $(cat "$entry/kabi")"; exit 1; }
+mcopy -i "$fat" "::/$kernel" "$work/vmlinuz"
+mcopy -i "$fat" "::/$initrd" "$work/initrd.img"
+
+# Provisioning through the boot partition, as a user or a fleet script does: the
+# harness's key, a token (CR LF, as Notepad saves it), a Wi-Fi network, a host name.
+token="sk-vboard-$(od -An -tx1 -N8 /dev/urandom | tr -d ' \n')"
+passphrase="vboard passphrase $(od -An -tx1 -N4 /dev/urandom | tr -d ' \n')"
+mkdir -p "$work/card"
+printf '%s\r\n' "$token" > "$work/card/token.txt"
+printf 'ssid = VBoard\npassphrase = %s\ncountry = GB\n' "$passphrase" > "$work/card/wifi.conf"
+echo linnet-vboard > "$work/card/hostname"
+cp "$entry/id_ed25519.pub" "$work/card/authorized_keys"
+for f in token.txt wifi.conf hostname authorized_keys; do mcopy -o -i "$fat" "$work/card/$f" "::/$f"; done
 
 # --- qemu ---------------------------------------------------------------------------
 # qemu's pid and ssh port are kept in files too: a scenario runs in a subshell, and
@@ -59,9 +83,6 @@ trap 'exit 130' INT TERM
 # A free local port for ssh (hostfwd); the guest reaches this host as 10.0.2.2.
 free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 
-# The disk: an overlay on the cached image, kept across the power cut's second boot.
-qemu-img create -q -f qcow2 -F qcow2 -b "$entry/rootfs.qcow2" "$work/disk.qcow2"
-
 ssh_opts=(-i "$entry/id_ed25519" -o StrictHostKeyChecking=no -o UserKnownHostsFile=/dev/null
           -o LogLevel=ERROR -o ConnectTimeout=10 -o BatchMode=yes
           -o ControlMaster=auto -o ControlPath="$work/ssh.sock" -o ControlPersist=600)
@@ -80,16 +101,16 @@ poll() {
   done
 }
 
-boot() {
+start_qemu() {
   local n=$1
   ssh_port=$(free_port)
   rm -f "$work/ssh.sock"
   # cortex-a72 (the Pi 4's core) rather than -cpu max: TCG emulates max's pointer
   # authentication in software, which costs much of the guest's speed.
   qemu-system-aarch64 -M virt -cpu cortex-a72 -smp 2 -m 1024 -accel tcg,thread=multi \
-    -kernel "$entry/vmlinuz" -initrd "$entry/initrd.img" \
-    -append "root=/dev/vda rw console=ttyAMA0 net.ifnames=0 quiet" \
-    -drive file="$work/disk.qcow2",if=none,id=disk,format=qcow2 -device virtio-blk-pci,drive=disk \
+    -kernel "$work/vmlinuz" -initrd "$work/initrd.img" \
+    -append "root=LABEL=LINNETROOT rw console=ttyAMA0 net.ifnames=0 quiet" \
+    -drive file="$work/disk.img",if=none,id=disk,format=raw -device virtio-blk-pci,drive=disk \
     -netdev user,id=net,hostfwd=tcp:127.0.0.1:"$ssh_port"-:22 -device virtio-net-pci,netdev=net,romfile= \
     -device virtio-rng-pci \
     -display none -monitor none -serial file:"$work/console-$n.log" &
@@ -98,7 +119,13 @@ boot() {
   disown "$qemu_pid"
   echo "$qemu_pid" > "$work/qemu.pid"
   echo "$ssh_port" > "$work/ssh.port"
-  local t=$(now)
+  boot_t0=$(now)
+}
+
+boot() {
+  local n=$1
+  start_qemu "$n"
+  local t=$boot_t0
   poll 240 "boot $n: ssh" g true || { tail -n 30 "$work/console-$n.log" >&2; return 1; }
   # ssh answers before the boot is over: wait for systemd to say it is (a failed unit
   # makes it "degraded", named in the log, not a failed boot).
@@ -179,12 +206,49 @@ log-level = info
 CONF
 }
 
-sc_install() {
-  put "$deb" /root/linnet.deb
-  g 'DEBIAN_FRONTEND=noninteractive apt-get install -y -q /root/linnet.deb' > "$work/install.log" 2>&1
+sc_provision() {
+  # The image's package is the one under test.
+  local want have
+  want=$(dpkg-deb -f "$deb" Version)
+  have=$(g "dpkg-query -W -f '\${Version}' linnet")
+  [ "$have" = "$want" ] || { say "the image has linnet $have, the package under test is $want"; return 1; }
   g 'linnet selftest' > "$work/selftest.log" 2>&1 || { cat "$work/selftest.log"; return 1; }
-  # The board: the sound card's config, the gpio-sim chip (made at every boot), the
-  # service's config and a token (the answerer asks for none; the unit needs the file).
+  # What the card provisioned at first boot (linnet-provision.service).
+  [ "$(g 'systemctl show -p Result --value linnet-provision')" = success ] \
+    || { g 'systemctl status --no-pager linnet-provision' >&2; return 1; }
+  [ "$(g 'cat /etc/linnet/token; stat -c %a:%U /etc/linnet/token')" = "$token"$'\n'"600:root" ] \
+    || { say "token not installed as the card's, 0600 root"; return 1; }
+  [ "$(g hostname)" = linnet-vboard ] || { say "hostname: $(g hostname)"; return 1; }
+  [ "$(g 'stat -c %a /etc/NetworkManager/system-connections/linnet-wifi-1.nmconnection')" = 600 ] \
+    && g 'grep -q "^ssid=VBoard$" /etc/NetworkManager/system-connections/linnet-wifi-1.nmconnection' \
+    || { say "no NetworkManager profile 0600 for the card's wifi.conf"; return 1; }
+  # The card as anyone who takes it out would read it: the files gone, the report
+  # there, and neither secret in the FAT partition's raw bytes (read around the page
+  # cache: what is on the disk).
+  g 'ls /boot/firmware' > "$work/card.ls"
+  local f
+  for f in token.txt wifi.conf hostname authorized_keys; do
+    ! grep -qx "$f" "$work/card.ls" || { say "$f still on the card"; return 1; }
+  done
+  grep -qx linnet-firstboot.txt "$work/card.ls" || { say "no linnet-firstboot.txt on the card"; return 1; }
+  local found
+  found=$(g "dd if=/dev/disk/by-label/RASPIFIRM bs=1M iflag=direct status=none | grep -a -c -F -e '$token' -e '$passphrase'" || true)
+  [ "$found" = 0 ] || { say "a secret is still in the FAT partition's raw bytes ($found lines)"; return 1; }
+  g 'cat /boot/firmware/linnet-firstboot.txt' | tr -d '\r' > "$work/linnet-firstboot.txt"
+  # The path a Raspberry Pi OS user takes, on this running board: the package purged
+  # and installed again with apt (preinst makes the groups before udevd reads the
+  # package's rule; postinst adds linnet to them). Purge removes /etc/linnet: the
+  # card's token is put back as it was.
+  put "$deb" /root/linnet.deb
+  g 'cp -a /etc/linnet/token /root/token.keep && export DEBIAN_FRONTEND=noninteractive \
+     && apt-get purge -y -q linnet && ! getent passwd linnet && apt-get install -y -q /root/linnet.deb \
+     && cp -a /root/token.keep /etc/linnet/token && rm /root/token.keep && linnet selftest' > "$work/install.log" 2>&1 \
+    || { tail -n 20 "$work/install.log" >&2; say "purge and apt install on the running board failed"; return 1; }
+  # The bench's wiring, which a real board has as hardware: snd-aloop for the sound
+  # card and gpio-sim (out of tree) for the button's and LED's chip, loaded at boot.
+  put "$entry/gpio-sim/gpio-sim.ko" /root/gpio-sim.ko
+  g "install -D -m 644 /root/gpio-sim.ko /lib/modules/$(cat "$entry/kabi")/extra/gpio-sim.ko && depmod -a $(cat "$entry/kabi") \
+     && printf 'snd-aloop\ngpio-sim\n' > /etc/modules-load.d/vboard.conf && modprobe snd-aloop && modprobe gpio-sim"
   # The microphone's sound: 40 s of 440 Hz at -6 dBFS (guest/vboard-ptt.sh plays it).
   python3 - "$work/tone.wav" <<'PY'
 import math, struct, sys, wave
@@ -200,7 +264,6 @@ PY
   g 'chmod +x /usr/local/sbin/vboard-*.sh && systemctl daemon-reload && systemctl enable -q --now vboard-gpio.service'
   config > "$work/linnet.conf"
   put "$work/linnet.conf" /etc/linnet/linnet.conf
-  g 'install -m 600 /dev/null /etc/linnet/token && echo vboard-token > /etc/linnet/token'
   # The chip's node belongs to the gpio group through the package's udev rule.
   g 'ls -l /dev/gpiochip*' > "$work/gpiochips"
   grep -q ' root gpio ' "$work/gpiochips" || { say "gpiochip not in group gpio: $(cat "$work/gpiochips")"; return 1; }
@@ -210,11 +273,12 @@ PY
   cat "$work/check.log" >&2
   [ "$rc" = 0 ] || { say "linnet check exited $rc"; return 1; }
   grep -E '^ *ptt' "$work/check.log" | grep -q -w ok || { say "check: ptt not ok"; return 1; }
-  echo "installed; selftest ok; gpiochip root:gpio; check exit 0 as linnet, $(grep -E '^ *ptt' "$work/check.log" | head -n 1 | tr -s ' ')"
+  echo "linnet $have in the image; selftest ok; purged and installed again with apt; the card's token (0600 root), host name and Wi-Fi installed, the four files and both secrets gone from the FAT's raw bytes; gpiochip root:gpio; check exit 0 as linnet, $(grep -E '^ *ptt' "$work/check.log" | head -n 1 | tr -s ' ')"
 }
 
 sc_call() {
-  g 'systemctl enable -q --now linnet'
+  # The image enables the service; it has waited for its route since boot.
+  g 'systemctl enable -q linnet && systemctl restart linnet'
   poll 90 "service connected" connected || { g 'journalctl -u linnet -n 40 --no-pager' >&2; return 1; }
   ptt_exchange call 4 || { cat "$work/call.judge" >&2; return 1; }
   cat "$work/call.judge"
@@ -290,20 +354,80 @@ sc_netem() {
   echo "netem $(sed -n 's/.*netem //p' "$work/netem.qdisc" | head -n 1): still connected; $(cat "$work/netem.judge")"
 }
 
-sc_powercut() {
-  local sum_before sum_after
-  sum_before=$(g 'sha256sum /etc/linnet/linnet.conf /etc/linnet/token; ls /var/lib/linnet')
-  power_cut
-  boot 2 || return 1
-  poll 90 "connected after the power cut" connected || return 1
-  sum_after=$(g 'sha256sum /etc/linnet/linnet.conf /etc/linnet/token; ls /var/lib/linnet')
-  [ "$sum_before" = "$sum_after" ] || { say "config/state differ: $sum_before / $sum_after"; return 1; }
-  # (dpkg -V lists the conffile linnet.conf, which the test itself replaced.)
+# What a power cut must never lose: the config, the token and what provisioning
+# installed (unchanged), the package's files, the file systems, and the state, which
+# may only grow (daily-usage.json's counters: Linnet writes it whole with fsync and
+# rename; what it had written before the cut is there after) or stay well-formed
+# (open-sessions.jsonl, the close URLs of sessions open at the cut).
+fixed_files() { g 'sha256sum /etc/linnet/linnet.conf /etc/linnet/token /etc/NetworkManager/system-connections/linnet-wifi-1.nmconnection /etc/hostname /root/.ssh/authorized_keys /etc/asound.conf'; }
+state_files() { g 'cat /var/lib/linnet/daily-usage.json 2>/dev/null || echo null; echo; echo ---; cat /var/lib/linnet/open-sessions.jsonl 2>/dev/null || true'; }
+intact() {
+  local label=$1 before_state=$2
+  [ "$(fixed_files)" = "$fixed_before" ] || { say "$label: the config, token or a provisioned file changed"; return 1; }
   g 'dpkg --audit; dpkg -V linnet | grep -v " c /etc/linnet/linnet.conf$"' > "$work/powercut.dpkg" 2>&1 || true
-  [ ! -s "$work/powercut.dpkg" ] || { cat "$work/powercut.dpkg" >&2; return 1; }
-  ! g 'dmesg | grep -i -E "EXT4-fs (error|warning)"' || return 1
+  [ ! -s "$work/powercut.dpkg" ] || { say "$label: dpkg: $(head -n 3 "$work/powercut.dpkg")"; return 1; }
+  ! g 'dmesg | grep -i -E "EXT4-fs (error|warning)|I/O error"' >&2 || { say "$label: file system errors (above)"; return 1; }
+  state_files > "$work/state.after"
+  python3 - "$before_state" "$work/state.after" <<'PY' || { say "$label: state lost or malformed: $(tr '\n' ' ' < "$work/state.after" | cut -c1-300)"; return 1; }
+import json, sys
+def parse(path):
+    usage, _, opens = open(path).read().partition("\n---\n")
+    return json.loads(usage), [json.loads(l) for l in opens.splitlines() if l.strip()]
+def numbers(v, key=""):
+    if isinstance(v, bool): return {}
+    if isinstance(v, (int, float)): return {key: v}
+    if isinstance(v, dict): return {k2: n for k, x in v.items() for k2, n in numbers(x, key + "/" + k).items()}
+    return {}
+(u0, _), (u1, o1) = parse(sys.argv[1]), parse(sys.argv[2])
+if u0 is not None:
+    assert u1 is not None, "daily-usage.json gone"
+    same_day = u0.get("day") == u1.get("day") if isinstance(u0, dict) and isinstance(u1, dict) else True
+    if same_day:
+        n0, n1 = numbers(u0), numbers(u1)
+        for k, v in n0.items():
+            assert k in n1 and n1[k] >= v, f"{k}: {v} before the cut, {n1.get(k)} after"
+PY
+}
+
+sc_powercut() {
+  # Cuts at random moments of a call and of a boot: a cut mid-call, then either a
+  # whole boot or a second cut at a random moment of that boot (kernel, fsck, journal
+  # replay, first writes) and then a whole boot. After each whole boot: connected, and
+  # nothing lost (intact). VBOARD_POWERCUTS cuts (5 by default: CI's time), the moments
+  # from VBOARD_SEED (printed, to replay a failure).
+  local cuts=${VBOARD_POWERCUTS:-5} seed=${VBOARD_SEED:-$((RANDOM * 32768 + RANDOM))}
+  RANDOM=$seed
+  say "power cuts: $cuts, seed $seed"
+  fixed_before=$(fixed_files)
+  local done=0 boots=0 moments=() up=() ms state_before="$work/state.before" boot_window
+  # A boot's window: from power-on to connected, as the first cut's boot measures it.
+  boot_window=60
+  while [ "$done" -lt "$cuts" ]; do
+    poll 90 "connected before cut $((done + 1))" connected || return 1
+    state_files > "$state_before"
+    ms=$(( RANDOM % 8000 ))
+    sleep "$(awk -v m="$ms" 'BEGIN { printf "%.3f", m / 1000 }')"
+    power_cut; done=$((done + 1)); moments+=("call+${ms}ms")
+    if [ "$done" -lt "$cuts" ] && [ $(( RANDOM % 2 )) = 1 ]; then
+      ms=$(( RANDOM % (boot_window * 1000) ))
+      start_qemu "cut$done"
+      sleep "$(awk -v m="$ms" 'BEGIN { printf "%.3f", m / 1000 }')"
+      power_cut; done=$((done + 1)); moments+=("boot+${ms}ms")
+    fi
+    boots=$((boots + 1))
+    boot "after-cut$done" || return 1
+    poll 120 "connected after cut $done" connected || { g 'journalctl -b -u linnet -n 30 --no-pager' >&2; return 1; }
+    local s; s=$(elapsed "$boot_t0")
+    up+=("$s")
+    [ "$boots" != 1 ] || boot_window=${s%.*}
+    intact "after cut $done (${moments[*]: -1})" "$state_before" || return 1
+  done
+  g 'cat /var/lib/linnet/open-sessions.jsonl 2>/dev/null | wc -l' > "$work/open-sessions.lines"
   ptt_exchange powercut 4 || { cat "$work/powercut.judge" >&2; return 1; }
-  echo "kill -9 qemu mid-call, boot: connected, config/token/state unchanged, dpkg clean, no ext4 errors; $(cat "$work/powercut.judge")"
+  local sorted; sorted=$(printf '%s\n' "${up[@]}" | sort -n | tr '\n' ' ')
+  figure "powercut_cuts $cuts (seed $seed): ${moments[*]}"
+  figure "power_on_to_connected_seconds ${sorted}(median $(printf '%s\n' "${up[@]}" | sort -n | awk '{ a[NR] = $1 } END { print a[int((NR + 1) / 2)] }'))"
+  echo "$cuts power cuts (${moments[*]}; seed $seed): after each of $boots boots connected (power-on to connected ${sorted}s), config/token/provisioned files unchanged, usage counters kept, dpkg clean, no ext4 errors; $(cat "$work/powercut.judge")"
 }
 
 sc_tool() {
