@@ -44,8 +44,7 @@ t_image=$(now)
 figure "image_step_seconds $(elapsed "$t_image") (the package on the image's cached Debian root, partitions, disk)"
 sed -n 's/^BENCH //p' "$work/image-build.out" | while read -r l; do figure "$l"; done
 figure "image_raw_bytes $(stat -c %s "$work/image.img") ($(du -m "$work/image.img" | cut -f1) MB allocated)"
-cp --sparse=always "$work/image.img" "$work/disk.img"
-rm -f "$work/image.img"
+mv "$work/image.img" "$work/disk.img"
 fat="$work/disk.img@@4M"
 kernel=$(mdir -b -i "$fat" ::/ | sed -n 's#^::/\(vmlinuz-.*\)#\1#p' | head -n 1)
 initrd=$(mdir -b -i "$fat" ::/ | sed -n 's#^::/\(initrd.img-.*\)#\1#p' | head -n 1)
@@ -422,7 +421,6 @@ sc_powercut() {
     [ "$boots" != 1 ] || boot_window=${s%.*}
     intact "after cut $done (${moments[*]: -1})" "$state_before" || return 1
   done
-  g 'cat /var/lib/linnet/open-sessions.jsonl 2>/dev/null | wc -l' > "$work/open-sessions.lines"
   ptt_exchange powercut 4 || { cat "$work/powercut.judge" >&2; return 1; }
   local sorted; sorted=$(printf '%s\n' "${up[@]}" | sort -n | tr '\n' ' ')
   figure "powercut_cuts $cuts (seed $seed): ${moments[*]}"
