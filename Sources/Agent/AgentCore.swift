@@ -49,7 +49,7 @@ public final class AgentCore {
     var requests: [RequestID: (session: Int, purpose: SessionMachine.Purpose)] = [:]
     var nextRequest: RequestID = 1
     var outputs = OutputQueue<AgentOutput>()
-    public private(set) var now = Instant.zero
+    public internal(set) var now = Instant.zero
     var supervisorDeadline = Instant.distantFuture
 
     /// TURN servers the provider named, and what was made of them.
@@ -74,6 +74,8 @@ public final class AgentCore {
     var talking = false
     /// This stretch of local voice already cut the assistant (`localVoice`).
     var localVoiceCut = false
+    /// The wake word's turn (`AgentCore+Wake`).
+    public internal(set) var wakeTurn = WakeTurn()
     /// Times the voice flag ducked the speaker (`localVoice`), cut or not.
     public private(set) var ducks = 0
     /// The final transcript lines so far (most recent last, bounded), carried into the
@@ -94,7 +96,7 @@ public final class AgentCore {
     public private(set) var connects = 0
     /// The user cut the assistant off: with their voice (the local barge-in) or by
     /// pressing the button while it spoke.
-    public private(set) var bargeIns = (voice: 0, button: 0)
+    public internal(set) var bargeIns = (voice: 0, button: 0)
     /// UDP payload bytes every session sent and received (STUN, DTLS, SRTP, TURN).
     public private(set) var networkBytes = (sent: 0, received: 0)
     /// What the provider said the run's responses cost (`response.done`'s `usage`).
@@ -470,8 +472,11 @@ public final class AgentCore {
     }
 
     /// The button, key or signal: talk (push-to-talk) or the mute switch (voice mode).
-    public func talk(_ down: Bool, now: Instant) {
+    /// - wake: the wake word's turn (`AgentCore+Wake`); the button's own presses end a
+    ///   wake turn, which the button then owns.
+    public func talk(_ down: Bool, now: Instant, wake: Bool = false) {
         self.now = now
+        if !wake { wakeTurn.cancel() }
         talking = down
         if settings.pushToTalk {
             record("ptt", [("talking", .bool(down))])
@@ -545,6 +550,7 @@ public final class AgentCore {
         account(now: now)
         judgeCaps(now: now)
         closeIfIdle(now: now)
+        wakeTimeout(now: now)
         if let end = endAt, now >= end, !stopping {
             endAt = nil
             stop(.ok, reason: "ending after \((settings.runFor ?? .zero).milliseconds / 1000) s (--seconds)", now: now)
@@ -588,6 +594,7 @@ public final class AgentCore {
         if let d = tools.deadline { t = min(t, d) }
         if let d = capDeadline { t = min(t, d) }
         if let d = idleDeadline { t = min(t, d) }
+        if let d = wakeTurn.deadline { t = min(t, d) }
         return t
     }
 

@@ -54,6 +54,7 @@ extension AgentSettings {
         self.hangupURL = config.hangupURL
         self.caps = DailyCaps(minutes: config.maxDailyMinutes, tokens: config.maxDailyTokens)
         self.onDemand = config.sessionMode == .onDemand
+        self.wakeWord = config.wakeEnabled
         self.idleTimeout = .seconds(Int64(config.idleSeconds))
     }
 

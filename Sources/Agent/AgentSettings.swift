@@ -76,6 +76,9 @@ public struct AgentSettings: Sendable {
     /// `session = on-demand`: no session until a press; it closes after `idleTimeout`
     /// with no speech either way.
     public var onDemand = false
+    /// A wake word is configured: its detector's wakes make push-to-talk turns
+    /// (`AgentCore+Wake`), and `pushToTalk` is on with or without a button.
+    public var wakeWord = false
     public var idleTimeout = Duration.seconds(30)
 
     public init(route: Route, token: String?, policy: SupervisorPolicy, maxAttempts: Int, runFor: Duration?, eventsChannel: String,

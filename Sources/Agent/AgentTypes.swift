@@ -70,6 +70,8 @@ public enum AgentOutput {
     /// drop what the audio output holds, as a flush does; the core silences the
     /// session's playout itself, and nothing of the jitter buffer is dropped.
     case duckPlayback(session: Int)
+    /// Play the earcon on the speaker now, over whatever plays (the wake word heard).
+    case earcon
     /// Audio now goes to (and comes from) this session; the speaker plays `playing`.
     case switchAudio(session: Int)
     /// Keep this on disk while the session lives (a process killed mid-call cannot

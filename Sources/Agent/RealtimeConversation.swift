@@ -364,6 +364,17 @@ public struct RealtimeConversation: Sendable {
         return true
     }
 
+    /// The wake word heard over the assistant (push-to-talk turns, `AgentCore.wake`):
+    /// cuts it as a press does, at the word rather than when the earcon has played and
+    /// the turn's press follows (that press clears the input buffer).
+    @discardableResult
+    public mutating func wakeOverAssistant(now: Instant) -> Bool {
+        guard settings.turnDetection == .ptt, isChannelOpen, isAssistantSpeaking || responseRequested else { return false }
+        self.now = now
+        interruptAssistant()
+        return true
+    }
+
     /// Stops the assistant (a press, or local speech over it): `response.cancel` only
     /// while a response is in progress or requested, `output_audio_buffer.clear`, the
     /// state silent at once and the local playback flushed.
@@ -477,6 +488,16 @@ public struct RealtimeConversation: Sendable {
         } else {
             commit()
         }
+    }
+
+    /// A hands-free turn nobody spoke in (`WakeTurn`'s `.abandon`): the press ends with
+    /// nothing committed, and what the buffer got (the room's silence) is dropped, so
+    /// no answer is made to it.
+    public mutating func abandon(now: Instant) {
+        guard settings.turnDetection == .ptt, isChannelOpen, isTalking else { return }
+        self.now = now
+        isTalking = false
+        send(["type": "input_audio_buffer.clear"])
     }
 
     private mutating func commit() {

@@ -65,6 +65,11 @@ public final class AudioIO {
     var pendingCount = 0
     var pendingIsStream = false
     var pendingConcealed = false
+    /// The wake word's earcon (made at the first wake), and how much of it has played
+    /// (`earcon.count`: not playing). Mixed over the call on the loop's playout, so the
+    /// echo canceller's reference (what the speaker played) holds it too.
+    var earcon: [Int16] = []
+    var earconAt = 0
     var clock: UplinkClock
     var uplinkTimer: EventLoop.TimerID?
     var source: EventLoop.SourceID?
@@ -240,10 +245,14 @@ public final class AudioIO {
             pendingConcealed = got.concealed
         }
         let piece = rate / 100
-        // Nothing decoded: DuplexAudio plays 10 ms of silence.
+        // Nothing decoded: DuplexAudio plays 10 ms of silence (or of the earcon).
         guard pendingCount > 0 else {
             if let duplex { ledger.queued(end: duplex.playbackPipeline.ring.writePosition &+ piece, samples: piece, stream: 0) }
-            return 0
+            guard earconAt < earcon.count else { return 0 }
+            let n = min(piece, out.count)
+            for i in 0..<n { out[i] = 0 }
+            mixEarcon(out, n)
+            return n
         }
         let n = min(pendingCount, piece, out.count)
         var peak: Int32 = 0
@@ -252,6 +261,7 @@ public final class AudioIO {
             out[i] = x
             peak = max(peak, Int32(x) < 0 ? -Int32(x) : Int32(x))
         }
+        mixEarcon(out, n)
         pendingStart += n
         pendingCount -= n
         if let duplex {
@@ -262,6 +272,23 @@ public final class AudioIO {
                           stream: pendingIsStream ? n : 0, audible: peak > 32 && !pendingConcealed)
         }
         return n
+    }
+
+    /// Starts the earcon (from its beginning, if it is playing already).
+    func playEarcon() {
+        if earcon.isEmpty { earcon = Earcon.samples(rate: rate) }
+        earconAt = 0
+    }
+
+    /// Adds what is left of the earcon to the first `n` samples of `out`, saturating.
+    private func mixEarcon(_ out: UnsafeMutableBufferPointer<Int16>, _ n: Int) {
+        guard earconAt < earcon.count else { return }
+        let k = min(n, earcon.count - earconAt)
+        for i in 0..<k {
+            let v = Int32(out[i]) + Int32(earcon[earconAt + i])
+            out[i] = Int16(max(-32768, min(32767, v)))
+        }
+        earconAt += k
     }
 
     /// How much of the provider's stream the speaker has played out by now, where the

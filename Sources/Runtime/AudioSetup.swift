@@ -26,9 +26,11 @@ public struct AudioSetup {
     public let voiceFlag: Bool
     /// With `aec` and no reference given: set its `source` to the duplex pipeline's.
     public let liveReference: LiveReference?
+    /// With a wake word: the copy of the capture its detector reads (`WakeListener`).
+    public let wakeTap: WakeTap?
 
     /// The chain, in this order: echo cancellation, the speexdsp preprocessor (residual
-    /// echo and noise suppression, voice flag), DC removal (high-pass), gain, AGC, noise gate, limiter, level meter, and the mute
+    /// echo and noise suppression, voice flag), DC removal (high-pass), gain, AGC, noise gate, limiter, level meter, the wake word's tap, and the mute
     /// gate last (what push-to-talk drives). A hook whose key leaves it doing nothing
     /// (gain 0 dB, high-pass 0) is left out. The canceller comes first because it needs
     /// a linear echo path: AGC, gate and limiter change their gain with the signal.
@@ -75,6 +77,14 @@ public struct AudioSetup {
             if config.noiseGate { try chain.add(try NoiseGate(thresholdDBFS: config.noiseGateDBFS)) }
             if config.limiter { try chain.add(try Limiter(ceilingDBFS: config.limiterDBFS)) }
             try chain.add(meter)
+            // The wake word hears the room with the microphone muted: before the gate.
+            if config.wakeEnabled {
+                let t = try WakeTap()
+                try chain.add(t)
+                wakeTap = t
+            } else {
+                wakeTap = nil
+            }
             try chain.add(mute)
         } catch {
             throw CLIFailure(.config, error.description)

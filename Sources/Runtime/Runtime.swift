@@ -281,6 +281,8 @@ public final class Runtime {
                 // and the device (the core has emptied or silenced the session's
                 // jitter buffer; a duck's 15-30 ms queued would otherwise still play).
                 if id == core.activeID { audio.flushPlayback() }
+            case .earcon:
+                audio.playEarcon()
             case .switchAudio:
                 break  // Playout follows `core.playing`.
             case .pendingClose(let id, let close):

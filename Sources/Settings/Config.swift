@@ -179,6 +179,11 @@ public struct Config: Sendable, Equatable {
     public var ledSPI: String? = nil
     public var ledCount = 0
 
+    // Wake word.
+    public var wakeWord: WakeWordName? = nil
+    public var wakeModel: String? = nil
+    public var wakeSensitivity = 0.0
+
     // Network.
     public var stun: HostPort? = nil
     /// `stun:`, `turn:` and `turns:` servers (RFC 7064/7065 URLs), in order.
@@ -320,7 +325,19 @@ public struct Config: Sendable, Equatable {
     /// The turn detection in effect.
     public var effectiveTurnDetection: TurnDetection {
         if let turnDetection { return turnDetection }
+        // A wake word's turns are push-to-talk turns, with or without a button.
+        if wakeEnabled { return .ptt }
         return ptt != nil && pttMode != .open ? .ptt : .vad
+    }
+
+    /// A wake word is configured (`wake-word` or `wake-model`).
+    public var wakeEnabled: Bool { wakeWord != nil || wakeModel != nil }
+
+    /// The wake model's file (`.tflite`, its `.json` beside it): `wake-model`, or the
+    /// packaged model `wake-word` names.
+    public var wakeModelPath: String? {
+        if let wakeModel { return wakeModel }
+        return wakeWord.map { WakeWordName.directory + "/" + $0.rawValue + ".tflite" }
     }
 
     /// Whether what the speaker plays can reach the microphone through the air: a
@@ -365,6 +382,8 @@ public struct Config: Sendable, Equatable {
             case .off: return false
             case .auto:
                 if aec && aecSuppressDB > 0 { return true }
+                // The wake word's turn ends on it.
+                if command == .run && wakeEnabled { return true }
                 return command == .run && effectiveTurnDetection == .vad && micHold != .whileAssistantSpeaks
             }
         }
@@ -430,6 +449,18 @@ public struct Config: Sendable, Equatable {
         if turnDetection == .ptt && ptt != nil && pttMode == .open {
             throw .conflict("turn-detection ptt contradicts ptt-mode open (no button): use ptt-mode hold or toggle", source: sources["turn-detection"])
         }
+        if wakeWord != nil && wakeModel != nil {
+            throw .conflict("wake-word and wake-model both name a model: give one (wake-model = PATH.tflite for your own)", source: sources["wake-model"])
+        }
+        if wakeEnabled && effectiveTurnDetection == .vad {
+            throw .conflict("a wake word makes push-to-talk turns: turn-detection vad (an always-open microphone) contradicts it", source: sources["turn-detection"])
+        }
+        if wakeEnabled && ptt != nil && pttMode == .open {
+            throw .conflict("a wake word makes push-to-talk turns: ptt-mode open (the button does not gate the microphone) contradicts it; use hold or toggle", source: sources["ptt-mode"])
+        }
+        if wakeEnabled && voiceFlagChoice == .off {
+            throw .conflict("a wake word's turn ends on the voice flag: voice-flag off contradicts it", source: sources["voice-flag"])
+        }
         if pttRequired && ptt == nil {
             throw .conflict("ptt-required needs a button (ptt = GPIO17 or CHIP:OFFSET)", source: sources["ptt-required"])
         }
@@ -446,4 +477,12 @@ public struct Config: Sendable, Equatable {
 /// uses only relayed candidates.
 public enum ICETransportPolicy: String, CaseIterable, Sendable {
     case all, relay
+}
+
+/// The wake words whose models the package carries (`/usr/share/linnet/wake`, from
+/// pymicro-wakeword 2.5.0: Apache-2.0).
+public enum WakeWordName: String, Sendable, Equatable, CaseIterable {
+    case okay_nabu, hey_jarvis, alexa, hey_mycroft
+
+    public static let directory = "/usr/share/linnet/wake"
 }

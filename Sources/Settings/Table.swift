@@ -83,6 +83,17 @@ extension SettingsTable {
         .value("led-count", .whole(1...255, "a whole number of LEDs from 1 to 255"), .button, .agent, default: "3",
                "how many APA102 LEDs are on led-spi") { $0.ledCount = $1 },
 
+        .optional("wake-word", Parser<WakeWordName>.oneOf, .button, .agent,
+                  "hands-free: this word starts a push-to-talk turn (an earcon, then the user's words until they stop), with or without a button") {
+            $0.wakeWord = $1
+        },
+        .optional("wake-model", .path("MODEL.tflite"), .button, .agent,
+                  "a microWakeWord model of your own instead of wake-word (its .json beside it gives the cutoff and window)") { $0.wakeModel = $1 },
+        .value("wake-sensitivity", Parser(metavar: "S", expected: "a number from -0.5 to 0.5", example: "0.1") { v in
+                   decimalNumber(v).flatMap { $0 >= -0.5 && $0 <= 0.5 ? $0 : nil }
+               }, .button, .agent, default: "0",
+               "moves the model's probability cutoff down by this much (more wakes, more false ones) or up (fewer)") { $0.wakeSensitivity = $1 },
+
         .optional("stun", .hostPort, .network, .agent, "STUN server for server-reflexive candidates") { $0.stun = $1 },
         .optional("ice-server", .iceServers, .network, .agent,
                   "TURN (and STUN) servers, a comma list of turn:host[:port][?transport=udp|tcp], turns:host[:port] or stun:host[:port] URLs") {

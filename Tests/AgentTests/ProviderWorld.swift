@@ -197,6 +197,8 @@ final class ProviderWorld {
 
     // Scheduled actions (faults, presses) in time order.
     var scheduled: [(at: Instant, order: Int, action: (ProviderWorld) -> Void)] = []
+    /// When the core asked for the wake word's earcon.
+    var earcons: [Instant] = []
 
     init(_ options: Options = Options()) throws {
         self.options = options
@@ -301,6 +303,8 @@ final class ProviderWorld {
                 if options.keepHistory { flushes.append((now, id)) }
             case .duckPlayback(let id):
                 if options.keepHistory { duckFlushes.append((now, id)) }
+            case .earcon:
+                earcons.append(now)
             case .switchAudio(let id):
                 audioSession = id
             case .runTool(let run):

@@ -3,8 +3,9 @@ import Testing
 import Wire
 @testable import Settings
 
-/// The board's keys (button details and status LEDs).
-let boardKeys: Set<String> = ["ptt-required", "ptt-debounce-ms", "ptt-long-press-ms", "leds", "led-spi", "led-count"]
+/// The board's keys (button details and status LEDs), and `wake-model` (its conflict
+/// with `wake-word` keeps it out of the every-key file).
+let boardKeys: Set<String> = ["ptt-required", "ptt-debounce-ms", "ptt-long-press-ms", "leds", "led-spi", "led-count", "wake-model"]
 
 @Suite struct BoardConfigTests {
     @Test("board keys: defaults")
@@ -25,6 +26,7 @@ let boardKeys: Set<String> = ["ptt-required", "ptt-debounce-ms", "ptt-long-press
         leds = GPIO5, gpiochip0:6
         led-spi = /dev/spidev0.0
         led-count = 12
+        wake-model = /home/pi/hey_linnet.tflite
         """
         let c = try load(text)
         #expect(c.pttRequired && c.pttDebounceMS == 35 && c.pttLongPressMS == 0)
@@ -37,7 +39,8 @@ let boardKeys: Set<String> = ["ptt-required", "ptt-debounce-ms", "ptt-long-press
         for k in boardKeys where k != "ptt-required" { env[TextKey(Config.environmentName(k))] = "" }
         let d = try load(text, env: env, args: ["--no-ptt-required"])
         #expect(!d.pttRequired && d.pttDebounceMS == 20 && d.pttLongPressMS == 3_000)
-        #expect(d.leds.isEmpty && d.ledSPI == nil && d.ledCount == 3)
+        #expect(d.leds.isEmpty && d.ledSPI == nil && d.ledCount == 3 && d.wakeModel == nil)
+        #expect(c.wakeModel == "/home/pi/hey_linnet.tflite")
         #expect(d.sources["ptt-required"] == .flag("--no-ptt-required"))
         #expect(try load(route, args: ["--ptt", "GPIO17", "--ptt-required"]).pttRequired)
         #expect(try load(route, env: ["LINNET_LED_COUNT": "255"]).ledCount == 255)
@@ -67,6 +70,25 @@ let boardKeys: Set<String> = ["ptt-required", "ptt-debounce-ms", "ptt-long-press
                 == "linnet.conf:3: the LED line GPIO17 is also the push-to-talk button")
         #expect(message { () throws(ConfigError) in try load(route + "leds = GPIO5,gpiochip0:5,GPIO5") }
                 == "linnet.conf:2: the LED line GPIO5 is listed twice")
+        // The wake word: one model, push-to-talk turns, the voice flag on.
+        #expect(message { () throws(ConfigError) in try load(route + "wake-word = okay_nabu\nwake-model = /m.tflite") }
+                == "linnet.conf:3: wake-word and wake-model both name a model: give one (wake-model = PATH.tflite for your own)")
+        #expect(message { () throws(ConfigError) in try load(route + "wake-word = alexa\nturn-detection = vad") }
+                == "linnet.conf:3: a wake word makes push-to-talk turns: turn-detection vad (an always-open microphone) contradicts it")
+        #expect(message { () throws(ConfigError) in try load(route + "wake-word = alexa\nptt = GPIO17\nptt-mode = open") }
+                == "linnet.conf:4: a wake word makes push-to-talk turns: ptt-mode open (the button does not gate the microphone) contradicts it; use hold or toggle")
+        #expect(message { () throws(ConfigError) in try load(route + "wake-word = alexa\nvoice-flag = off") }
+                == "linnet.conf:3: a wake word's turn ends on the voice flag: voice-flag off contradicts it")
+        #expect(message { () throws(ConfigError) in try load(route + "wake-word = hey_siri") }
+                == "linnet.conf:2: wake-word: 'hey_siri' is not one of okay_nabu, hey_jarvis, alexa, hey_mycroft")
+        #expect(message { () throws(ConfigError) in try load(route + "wake-word = alexa\nwake-sensitivity = 0.6") }
+                == "linnet.conf:3: wake-sensitivity: '0.6' is not a number from -0.5 to 0.5")
+        // With a button, or without one: push-to-talk turns, the voice flag on.
+        let both = try? load(route + "wake-word = hey_jarvis\nptt = GPIO17\nwake-sensitivity = -0.05")
+        #expect(both?.effectiveTurnDetection == .ptt && both?.wakeSensitivity == -0.05
+                && both?.wakeModelPath == "/usr/share/linnet/wake/hey_jarvis.tflite")
+        let alone = try? load(route + "wake-model = /home/pi/hey_linnet.tflite")
+        #expect(alone?.effectiveTurnDetection == .ptt && alone?.wakeModelPath == "/home/pi/hey_linnet.tflite")
         // Harmless leftovers are allowed: led-count without led-spi.
         #expect(message { () throws(ConfigError) in try load(route + "led-count = 5") } == nil)
     }

@@ -114,6 +114,8 @@ func message(_ body: () throws(ConfigError) -> Config) -> String? {
         ice-tcp = false
         learned-ice-servers = internet
         state-dir = /var/lib/linnet
+        wake-word = hey_jarvis
+        wake-sensitivity = 0.1
         """
         let c = try load(text)
         #expect(c.backend == (try HTTPURL("https://api.example.net:8443/v1")))
@@ -149,6 +151,7 @@ func message(_ body: () throws(ConfigError) -> Config) -> String? {
         #expect(c.iceUsername == "kiosk-17" && c.iceCredential == "s3cret" && c.iceCredentialFile == "/run/credentials/linnet/ice-credential")
         #expect(c.iceTransportPolicy == .relay && !c.iceTCP && c.learnedICEServers == .internet)
         #expect(c.stateDir == "/var/lib/linnet")
+        #expect(c.wakeWord == .hey_jarvis && c.wakeSensitivity == 0.1 && c.wakeEnabled)
         // Every key of the table was exercised (the route keys whip/openai/token-url elsewhere).
         // (The board keys are exercised in BoardConfigTests.)
         #expect(Set(c.sources.keys.map(\.text)).union(["whip", "openai", "token-url"]).union(boardKeys) == Set(Config.keys))
