@@ -45,6 +45,9 @@ let package = Package(
         .target(name: "Peer", dependencies: ["Wire", "SDP", "ICE", "DTLS", "SRTP", "RTP", "SCTP"]),
         .target(name: "Audio", dependencies: ["Wire", "CSpeexDSP"]),
         .target(name: "Codec", dependencies: ["COpus"]),
+        // The wake word: TFLite Micro's audio frontend and an int8 runner for the
+        // streaming microWakeWord models (issue 40).
+        .target(name: "Wake"),
         .target(name: "Media", dependencies: ["Wire", "Codec", "RTP"]),
         // The DRBG is DTLS's (one class for TLS and DTLS).
         .target(name: "Signaling", dependencies: ["Wire", "JSON", "SDP", "DTLS", "CMbedTLS"]),
@@ -59,7 +62,7 @@ let package = Package(
         // the audio I/O, the board, the event log and the status file, the built-in
         // answerer.
         .target(name: "Runtime", dependencies: ["Wire", "JSON", "SDP", "ICE", "DTLS", "SRTP", "RTP", "SCTP", "Peer",
-                                                "Audio", "Codec", "Media", "Signaling", "Settings", "Agent", "Platform", "Devices", "CSystem"]),
+                                                "Audio", "Codec", "Media", "Signaling", "Settings", "Agent", "Platform", "Devices", "CSystem", "Wake"]),
 
         // The executable: CLI and wiring only.
         .executableTarget(name: "linnet",
@@ -92,6 +95,7 @@ let package = Package(
         .target(name: "CAllocCounter", path: "Tests/CAllocCounter"),
         .testTarget(name: "AudioTests", dependencies: ["Audio", "Wire", "CAllocCounter"]),
         .testTarget(name: "SCTPTests", dependencies: ["SCTP", "Wire"]),
+        .testTarget(name: "WakeTests", dependencies: ["Wake", "CAllocCounter"]),
     ],
     swiftLanguageModes: [.v6]
 )

@@ -9,7 +9,8 @@
 # linnet-provision.service and /usr/lib/linnet/linnet-provision (disabled: the image's
 # first-boot provisioning from the boot partition),
 # /etc/linnet/linnet.conf (a conffile), /usr/share/linnet/board/<profile>/ (the board
-# profiles), /usr/share/doc/linnet/ (README, copyright in DEP-5 format naming the
+# profiles), /usr/share/linnet/wake/ (the wake-word models, scripts/fetch-wake-models.sh),
+# /usr/share/doc/linnet/ (README, copyright in DEP-5 format naming the
 # statically linked libraries: scripts/deb/copyright, and the changelog). Maintainer
 # scripts create the `linnet` system user (in audio, gpio and spi) and remove it on
 # purge, and the gpio and spi groups where they are missing — recorded in
@@ -90,6 +91,11 @@ for profile in "$top"/board/*/; do
   install -m 0644 "$profile"/* "$root/usr/share/linnet/board/$name/"
 done
 install -m 0644 "$top/board/README.md" "$root/usr/share/linnet/board/README.md"
+# The wake-word models (wake-word = NAME), from pymicro-wakeword's source archive.
+"$top/scripts/fetch-wake-models.sh" "$top/build/third_party/wake"
+install -d "$root/usr/share/linnet/wake"
+install -m 0644 "$top"/build/third_party/wake/*.tflite "$top"/build/third_party/wake/*.json \
+  "$top/build/third_party/wake/LICENSE" "$root/usr/share/linnet/wake/"
 
 echo /etc/linnet/linnet.conf > "$root/DEBIAN/conffiles"
 cat > "$root/DEBIAN/control" <<CONTROL

@@ -41,7 +41,7 @@ if [ ! -x "$venv/bin/python" ]; then
     "$python" -m venv "$venv" >&2
 fi
 "$venv/bin/python" -m pip install --disable-pip-version-check -q -r "$req" >&2
-"$venv/bin/python" -c 'import pocketsphinx, numpy; pocketsphinx.get_model_path()' >&2
+"$venv/bin/python" -c 'import pocketsphinx, numpy, pymicro_wakeword, pymicro_features; pocketsphinx.get_model_path()' >&2
 echo "$want" > "$stamp"
 echo "speech venv ready: $venv" >&2
 echo "$venv/bin/python"
