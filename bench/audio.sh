@@ -45,15 +45,25 @@ collected() {
     "$bench" "$1" "$2" 2>&1 >/dev/null | sed -n 's/.*Collected : \([0-9]*\).*/\1/p'
 }
 
-kernels=${KERNELS:-hpf hpf80 gain agc gate limiter meter mute chain product_chain aec ns opus}
-# Under qemu the echo canceller's rooms take minutes: arm64 counts the hooks and Opus.
-[ "$mode" = arm64 ] && kernels=${KERNELS:-hpf hpf80 gain agc gate limiter meter mute chain product_chain opus}
+kernels=${KERNELS:-hpf hpf80 gain agc gate limiter meter mute chain product_chain aec ns opus wake}
+# Under qemu the echo canceller's rooms take minutes: arm64 counts the hooks, Opus and
+# the wake word.
+[ "$mode" = arm64 ] && kernels=${KERNELS:-hpf hpf80 gain agc gate limiter meter mute chain product_chain opus wake}
 for pair in hpf:highpass hpf80:highpass_80hz gain:gain agc:agc gate:noise_gate limiter:limiter meter:level_meter \
             mute:mute_gate chain:default_chain product_chain:product_chain; do
   kernel=${pair%%:*}; name=${pair#*:}
   [[ " $kernels " == *" $kernel "* ]] || continue
   echo "BENCH audio_${name}_instructions_per_frame$suffix $(instructions "$kernel" 100 300) instructions"
 done
+# The wake word's detector thread per second of capture (issue 40's goal: at most 20 M
+# on arm64, about 2 % of a Cortex-A53): 48 kHz → 16 kHz, features, okay_nabu (the
+# largest model) every third 10 ms frame; frames 99..399 so each count holds 100 inferences.
+if [[ " $kernels " == *" wake "* ]]; then
+  "$top/scripts/fetch-wake-models.sh" "$top/build/third_party/wake"
+  export LINNET_WAKE_MODEL=$top/build/third_party/wake/okay_nabu.tflite
+  per_frame=$(instructions wake 99 399)
+  echo "BENCH wake_instructions_per_second$suffix $((per_frame * 100)) instructions (okay_nabu, from 48 kHz capture)"
+fi
 # speexdsp: the tuned floating-point library both builds link (bench/build.sh). The canceller at 48 kHz with its default 250 ms
 # filter and the delay search; noise suppression at 15 dB. ERLE: the tests' echo-path
 # simulation (RT60 0.2 s, 120 ms, −6 dB), far-end-only speech 8–12 s (after convergence).

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Builds bench/LinnetBench against the product modules Wire, Audio and Codec, compiled
+# Builds bench/LinnetBench against the product modules Wire, Audio, Codec and Wake, compiled
 # the way a build compiles them (whole module, optimised), one module at a time.
 # It is not a SwiftPM target: scripts/embedded-build.sh builds every non-test target
 # of Package.swift into the release binary, so a second executable there would break it.
@@ -45,7 +45,7 @@ common=(-wmo -parse-as-library -swift-version 6 -I "$out" -I Sources/COpus -I So
         -I "$out/CAllocCounter" "${flags[@]}")
 
 rm -f "$out"/*.o
-for m in Wire Audio Codec; do
+for m in Wire Audio Codec Wake; do
   mapfile -t files < <(find "Sources/$m" -name '*.swift' | sort)
   "$swiftc" "${common[@]}" -module-name "$m" -emit-module -emit-module-path "$out/$m.swiftmodule" \
     -c "${files[@]}" -o "$out/$m.o"

@@ -48,6 +48,8 @@ public final class AudioIO {
     let canceller: EchoCanceller?
     /// `--output`, when the speaker is a WAV file.
     let outputPath: String?
+    /// With a wake word: the copy of the capture its detector reads.
+    let wakeTap: WakeTap?
     var frame: [Int16]
     var onFrame: ([Int16]) -> Void = { _ in }
     /// Frames of uplink time that passed without a frame to send: stale frames dropped,
@@ -81,8 +83,9 @@ public final class AudioIO {
 
     init(loop: EventLoop, duplex: DuplexAudio?, generator: FrameSource?, frameClock: FrameClock = .standard,
          mute: MuteGate, meter: LevelMeter?, voice: SpeexPreprocessor? = nil, canceller: EchoCanceller? = nil,
-         outputPath: String? = nil) {
+         outputPath: String? = nil, wakeTap: WakeTap? = nil) {
         self.loop = loop
+        self.wakeTap = wakeTap
         self.duplex = duplex
         self.generator = generator
         self.frameClock = frameClock
@@ -177,7 +180,7 @@ public final class AudioIO {
         return AudioIO(loop: loop, duplex: duplex, generator: stand, frameClock: frameClock,
                        mute: hooks?.mute ?? MuteGate(), meter: hooks?.meter,
                        voice: hooks?.voiceFlag == true ? hooks?.preprocessor : nil, canceller: hooks?.canceller,
-                       outputPath: config.output)
+                       outputPath: config.output, wakeTap: hooks?.wakeTap)
     }
 
     func start() throws(CLIFailure) {

@@ -67,6 +67,8 @@ public final class Runtime {
     var watchdog: WatchdogDriver?
     public var button: ButtonInput?
     public var lights: Lights?
+    /// The wake word's detector (`attachWake`).
+    var wake: WakeListener?
     public var onStopped: (ExitStatus) -> Void = { _ in }
     var stopped = false
 
@@ -157,6 +159,7 @@ public final class Runtime {
         closeLeftOpen()
         let voice = core.settings.localBargeIn != nil ? audio.voice : nil
         let canceller = core.settings.micHold == .whileEchoAudible ? audio.canceller : nil
+        let wakeFlag = wake != nil ? audio.voice : nil
         audio.onFrame = { [unowned(unsafe) self] frame in
             self.feedAudioCounters()
             let d = self.audio.downlinkHeard()
@@ -165,6 +168,7 @@ public final class Runtime {
             // stores it): first, so a barge-in's flush comes before this frame goes.
             if let canceller { self.core.echo(audible: canceller.echoAudible, now: self.loop.now) }
             if let voice { self.core.localVoice(heldFor: voice.voiceHeld, now: self.loop.now) }
+            if let flag = wakeFlag { self.core.wakeVoice(heldFor: flag.voiceHeld, now: self.loop.now) }
             frame.withUnsafeBufferPointer { self.core.uplink($0, now: self.loop.now) }
             self.drive()
         }
@@ -180,6 +184,13 @@ public final class Runtime {
             return (n, m.streamSamples - before, m.lastConcealed)
         }
         try audio.start()
+        if let wake {
+            try wake.start(loop: loop) { [unowned(unsafe) self] score in
+                self.core.wake(score: score, now: self.loop.now)
+                self.drive()
+            }
+            Log.info("wake word: listening (cutoff \(Int(wake.cutoff * 100)) %)")
+        }
         if let lights {
             lights.state = { self.lightState() }
             lights.start()
@@ -198,6 +209,20 @@ public final class Runtime {
         core.start(now: loop.now)
         scheduleMetrics()
         drive()
+    }
+
+    /// Loads the wake word's model (`wake-word`, `wake-model`) for the capture's tap;
+    /// a missing or unreadable model is the configuration's error, said at start.
+    public func attachWake(config: Config) throws(CLIFailure) {
+        guard config.wakeEnabled, let path = config.wakeModelPath else { return }
+        guard let tap = audio.wakeTap, let rate = SampleRate(rawValue: audio.rate) else {
+            throw CLIFailure(.config, "a wake word needs a microphone (capture or input), not silence")
+        }
+        guard audio.voice != nil else {
+            throw CLIFailure(.config, "a wake word's turn ends on the voice flag: set voice-flag = on")
+        }
+        let files = try WakeModelFiles.load(path)
+        wake = try WakeListener(files: files, sensitivity: config.wakeSensitivity, tap: tap, rate: rate)
     }
 
     public func stop(_ status: ExitStatus = .ok, _ reason: String? = nil) {

@@ -201,6 +201,7 @@ enum RunCommand {
         parts.toolsDirectory = config.toolsDir
         parts.mcp = mcp
         let runner = Runtime(loop: loop, core: core, parts: parts, audio: audio)
+        try runner.attachWake(config: config)
         runner.events = events
         // systemd's StateDirectory= (a list, colon-separated: the first is ours).
         let stateDir = config.stateDir ?? environment("STATE_DIRECTORY").map { String($0.split(byte: UInt8(ascii: ":")).first ?? "") }

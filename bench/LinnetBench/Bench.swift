@@ -6,6 +6,7 @@
 //   kernels: hpf gain agc gate limiter meter mute aec aec_mdf (no delay search) ns chain opus_encode opus_decode
 //            aec_erle aec_erle_16k (print "erle_tenths <n>")
 //            capture_allocations (prints "allocations <n> frames <m>")
+//            wake (48 kHz → 16 kHz, features, the okay_nabu model; prints "wakes <n>")
 //
 // Each kernel does its per-frame work in an `@inline(never)` function whose name
 // starts with `measured`; audio.sh has callgrind collect only inside those
@@ -357,6 +358,8 @@ func run(_ kernel: String, frames: Int) -> Bool {
             // The product's encoder at an explicit `complexity` (bench/opus-complexity.sh).
             return runEncode(signal, frames: frames, complexity: Int32(kernel.dropFirst(13)) ?? -1)
         case "capture_allocations": return runCaptureAllocations(signal, frames: frames)
+        case "wake": return runWake(signal, frames: frames)
+        case "wake_file": return runWakeFile()
         default: return false
         }
     } catch {
