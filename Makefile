@@ -34,7 +34,7 @@ build: deps
 # suite on two cores, a call's processes (Linnet's debug build, the peer) were now and
 # then starved for a second or more, and that much of the call's audio went missing
 # (loaded runs here and in CI: 53-73 % of the echo's windows; 100 % in every run alone).
-export REALTIME_TESTS := PionInteropTests|GStreamerInteropTests|\.InteropTests|TURNCallTests|RelayTests|AgentEndToEndTests|WatchdogTests|DuplexRoomTests/(shortDuplexCallIsUnderstood|onDemandRequests)
+export REALTIME_TESTS := PionInteropTests|GStreamerInteropTests|\.InteropTests|TURNCallTests|RelayTests|AgentEndToEndTests|WatchdogTests|WakeCallTests|DuplexRoomTests/(shortDuplexCallIsUnderstood|onDemandRequests)
 
 ## test: the whole test suite, full Swift, warnings as errors; the interop tests run
 ## against the aiortc peer in build/interop-venv (made by Tests/Interop/setup.sh), the

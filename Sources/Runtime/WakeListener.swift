@@ -176,6 +176,22 @@ final class WakeListener: @unchecked Sendable {
     }
 }
 
+/// `linnet check`'s wake line: the model loaded and planned as `run` would.
+public func checkWakeModel(config: Config) -> Result<String, CLIFailure>? {
+    guard config.wakeEnabled, let path = config.wakeModelPath else { return nil }
+    do throws(CLIFailure) {
+        let files = try WakeModelFiles.load(path)
+        let cutoff = max(0.01, min(0.999, files.cutoff - config.wakeSensitivity))
+        let model: WakeModel
+        do throws(WakeModelError) { model = try WakeModel(bytes: files.bytes) } catch {
+            throw CLIFailure(.config, "wake model \(path): not a model Linnet can run (\(wakeModelErrorText(error)))")
+        }
+        return .success("\(path): \(model.operatorCount) operators, \(model.arenaBytes) bytes of working memory; wakes when \(files.window) inferences average over \(Int((cutoff * 100).rounded())) %")
+    } catch {
+        return .failure(error)
+    }
+}
+
 /// A model's refusal in words (Embedded Swift has no reflection to print the case).
 func wakeModelErrorText(_ e: WakeModelError) -> String {
     switch e {

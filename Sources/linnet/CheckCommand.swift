@@ -168,6 +168,7 @@ enum CheckCommand {
                 }
             }
         }
+        if let wake = checkWakeModel(config: config) { line("wake", wake) }
         // The tools file, judged as run would, and what each tool touches.
         do throws(CLIFailure) {
             let tools = try config.tools.map { p throws(CLIFailure) in try LoadedTools.load(p, directory: config.toolsDir) } ?? .none

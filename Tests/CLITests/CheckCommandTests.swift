@@ -36,6 +36,29 @@ import Glibc
     }
 
     /// systemd hands the token over as $CREDENTIALS_DIRECTORY/token: check says so.
+    /// The wake model as run loads it: the packaged okay_nabu passes with its figures; a
+    /// missing file, a .json that is not a model's settings, and bytes that are not a
+    /// model each fail with what is wrong.
+    @Test func wakeModelIsLoadedAsRunWould() throws {
+        let stub = try StubProvider("ok")
+        let root = DuplexRoomTests.root
+        _ = try DuplexRoomTests.tool("/bin/bash", [root + "/scripts/fetch-wake-models.sh", root + "/build/third_party/wake"])
+        let good = try runBounded(["check", "--whip", stub.url, "--wake-model", root + "/build/third_party/wake/okay_nabu.tflite"] + quiet)
+        #expect(checkLine(good.out, "wake").contains("wakes when 5 inferences average over 85 %"), "\(good.out)")
+        let dir = temporary("check-wake")
+        try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        let missing = try runBounded(["check", "--whip", stub.url, "--wake-model", dir + "/none.tflite"] + quiet)
+        #expect(missing.status != 0 && checkLine(missing.out, "wake").hasPrefix("wake: FAILED"), "\(missing.out)")
+        try "not a model".write(toFile: dir + "/junk.tflite", atomically: true, encoding: .utf8)
+        try #"{"micro": {"probability_cutoff": 0.9, "sliding_window_size": 5}}"#.write(toFile: dir + "/junk.json", atomically: true, encoding: .utf8)
+        let junk = try runBounded(["check", "--whip", stub.url, "--wake-model", dir + "/junk.tflite"] + quiet)
+        #expect(checkLine(junk.out, "wake").contains("not a TensorFlow Lite file"), "\(junk.out)")
+        try #"{"micro": {"probability_cutoff": 7}}"#.write(toFile: dir + "/junk.json", atomically: true, encoding: .utf8)
+        let settings = try runBounded(["check", "--whip", stub.url, "--wake-model", dir + "/junk.tflite"] + quiet)
+        #expect(checkLine(settings.out, "wake").contains("not a microWakeWord model's settings"), "\(settings.out)")
+    }
+
     @Test func credentialsDirectoryIsNamed() throws {
         let stub = try StubProvider("auth")
         let dir = temporary("check-credentials")
