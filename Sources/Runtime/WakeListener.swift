@@ -9,6 +9,7 @@ import Audio
 import Platform
 import Settings
 import Wake
+import Agent
 
 /// A model as `wake-word` / `wake-model` name it: the `.tflite` and what its `.json`
 /// says (pymicro-wakeword's format: `micro.probability_cutoff`, `micro.sliding_window_size`).

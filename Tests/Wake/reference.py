@@ -11,9 +11,16 @@
     reference.py long OUT.raw SECONDS
         Speech with no wake word in it (false wakes per hour, bench/wake.sh).
 
-    reference.py events MODEL.json RAW
-        How many wakes pymicro-wakeword makes on RAW, counted as Linnet's listener
-        counts them (one per 1.5 s).
+    reference.py events MODEL.json RAW...
+        How many wakes pymicro-wakeword makes on each RAW (a line each), counted as
+        Linnet's listener counts them (one per 1.5 s).
+
+    reference.py room OUT_DIR
+        The assistant's replies saying the wake word through a simulated room, with and
+        without the user saying it over them (self-wakes, bench/wake.sh).
+
+    reference.py to16k IN.wav OUT.raw
+        A WAV to raw s16le 16 kHz.
 
     reference.py hands-free OUT.wav
         A hands-free turn for the end-to-end test: the wake word, then a request the
@@ -177,6 +184,64 @@ def events(model_json: str, raw: str) -> int:
     return wakes
 
 
+REPLIES = [
+    "you can say okay nabu whenever you need me",
+    "okay nabu is the name I answer to",
+    "I heard you say okay nabu so here I am",
+    "the timer is set and okay nabu will remind you",
+    "to ask again just say okay nabu and wait for the chime",
+    "okay nabu okay nabu that is what you say to wake me",
+]
+
+
+def room_scene(out_dir: str) -> None:
+    """Self-wakes (bench/wake.sh): the assistant's replies, each saying "okay nabu",
+    played by the speaker (speaker.wav) and heard by the board's microphone through a
+    simulated room (mic.wav: the direct sound 4 ms later at -6 dB, a diffuse tail of
+    RT60 0.4 s, a little noise); mic_user.wav is the same with the user saying "okay
+    nabu" over six of the replies (another voice, from nearer). 48 kHz; the voice the
+    reference wakes on (espeak-ng en-us, 140 wpm)."""
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    rng = np.random.default_rng(12)
+    up = lambda x: np.fft.irfft(np.fft.rfft(x), len(x) * 3) * 3
+    speaker, user_at = [], []
+    t = 48000
+    speaker.append(np.zeros(t))
+    for k in range(4):
+        for reply in REPLIES:
+            x = up(level(espeak(reply, "en-us", 140), -18))
+            speaker += [x, np.zeros(int(rng.uniform(1.5, 3.0) * 48000))]
+            if k == 0:
+                user_at.append(t + len(x) // 3)
+            t += len(x) + len(speaker[-1])
+    spk = np.concatenate(speaker)
+    # The room at 48 kHz: direct path, then an exponentially decaying diffuse tail.
+    n = int(0.4 * 48000)
+    h = rng.standard_normal(n) * np.exp(-6.9 * np.arange(n) / n) * 0.08
+    h[: int(0.004 * 48000)] = 0
+    h[int(0.004 * 48000)] = 0.5
+    mic = np.convolve(spk, h)[: len(spk)] + level(rng.standard_normal(len(spk)), -60)
+    user = up(level(espeak("okay nabu", "en-gb", 150), -20))
+    mic_user = mic.copy()
+    for at in user_at:
+        mic_user[at: at + len(user)] += user[: len(mic_user) - at]
+    import wave as w_
+    for name, x in (("speaker", spk), ("mic", mic), ("mic_user", mic_user)):
+        with w_.open(str(out / f"{name}.wav"), "wb") as f:
+            f.setnchannels(1); f.setsampwidth(2); f.setframerate(48000)
+            f.writeframes(np.clip(np.round(x), -32768, 32767).astype("<i2").tobytes())
+    (out / "user-says-it.txt").write_text(f"{len(user_at)}\n")
+
+
+def to16k(wav_path: str, raw_path: str) -> None:
+    with wave.open(wav_path) as w:
+        rate = w.getframerate()
+        x = np.frombuffer(w.readframes(w.getnframes()), dtype="<i2").astype(np.float64)
+    n = int(round(len(x) * RATE / rate))
+    Path(raw_path).write_bytes(np.clip(np.round(np.fft.irfft(np.fft.rfft(x), n) * (n / len(x))), -32768, 32767).astype("<i2").tobytes())
+
+
 def hands_free(out: str) -> None:
     """A hands-free turn at 48 kHz (the pipeline's rate): silence, the wake word as the
     reference fires on it (espeak-ng en-us, 140 wpm), a pause, a request in the speech
@@ -195,8 +260,13 @@ if __name__ == "__main__":
         clips(Path(sys.argv[2]), full="--set" in sys.argv and sys.argv[-1] == "full")
     elif len(sys.argv) == 4 and sys.argv[1] == "long":
         long_speech(sys.argv[2], float(sys.argv[3]))
-    elif len(sys.argv) == 4 and sys.argv[1] == "events":
-        print(events(sys.argv[2], sys.argv[3]))
+    elif len(sys.argv) >= 4 and sys.argv[1] == "events":
+        for raw in sys.argv[3:]:
+            print(events(sys.argv[2], raw))
+    elif len(sys.argv) == 3 and sys.argv[1] == "room":
+        room_scene(sys.argv[2])
+    elif len(sys.argv) == 4 and sys.argv[1] == "to16k":
+        to16k(sys.argv[2], sys.argv[3])
     elif len(sys.argv) == 3 and sys.argv[1] == "hands-free":
         hands_free(sys.argv[2])
     elif len(sys.argv) >= 4 and sys.argv[1] == "judge":

@@ -16,8 +16,9 @@ public final class WakeTap: AudioHook, @unchecked Sendable {
     private let ringRef: Borrowed<SampleRing>
     private let droppedCount: UnsafeMutablePointer<Atomic<Int>>
 
-    /// - capacity: samples the ring holds (a power of two; 1 s at 48 kHz is 65536).
-    public init(capacity: Int = 1 << 16) throws(AudioError) {
+    /// - capacity: samples the ring holds, a power of two: 16384 is 341 ms at 48 kHz,
+    ///   ten of the detector's 30 ms periods.
+    public init(capacity: Int = 1 << 14) throws(AudioError) {
         ring = try SampleRing(capacity: capacity)
         ringRef = Borrowed(ring)
         droppedCount = .allocate(capacity: 1)
