@@ -95,6 +95,7 @@ bench: size release
 	@bench/turn.sh build/host/linnet
 	@bench/flood.py build/host/linnet
 	@bench/latency.py build/host/linnet
+	@WAKE_SECONDS=600 LINNET_BIN=build/host/linnet bench/wake.sh
 
 clean:
 	rm -rf .build build

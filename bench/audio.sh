@@ -63,6 +63,12 @@ if [[ " $kernels " == *" wake "* ]]; then
   export LINNET_WAKE_MODEL=$top/build/third_party/wake/okay_nabu.tflite
   per_frame=$(instructions wake 99 399)
   echo "BENCH wake_instructions_per_second$suffix $((per_frame * 100)) instructions (okay_nabu, from 48 kHz capture)"
+  # Memory: the bench's peak RSS running the detector, over running the mute gate
+  # (qemu-user's own memory would swamp it on arm64).
+  if [ "$mode" != arm64 ]; then
+    rss() { LINNET_BENCH_RSS=1 "$bench" "$@" | sed -n 's/^vmhwm_kb //p'; }
+    echo "BENCH wake_rss_added_kb$suffix $(( $(rss wake 300) - $(rss mute 300) )) KB (peak RSS with okay_nabu loaded and run, over the mute gate's)"
+  fi
 fi
 # speexdsp: the tuned floating-point library both builds link (bench/build.sh). The canceller at 48 kHz with its default 250 ms
 # filter and the delay search; noise suppression at 15 dB. ERLE: the tests' echo-path

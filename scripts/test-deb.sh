@@ -65,6 +65,10 @@ check "unit in /lib/systemd/system" test -f /lib/systemd/system/linnet.service
 check "udev rule for the gpio and spi groups" sh -c 'grep -q "SUBSYSTEM==\"gpio\", KERNEL==\"gpiochip\[0-9\]\*\", GROUP=\"gpio\", MODE=\"0660\"" /lib/udev/rules.d/60-linnet.rules' 
 check "/etc/linnet/linnet.conf" test -f /etc/linnet/linnet.conf
 check "board profiles in /usr/share/linnet/board" test -f /usr/share/linnet/board/respeaker-2mic/linnet.conf
+for m in okay_nabu hey_jarvis alexa hey_mycroft; do
+  check "wake model $m (.tflite, .json) in /usr/share/linnet/wake" test -s /usr/share/linnet/wake/$m.tflite -a -s /usr/share/linnet/wake/$m.json
+done
+check "the wake models' licence beside them" grep -q "Apache License" /usr/share/linnet/wake/LICENSE
 check "linnet.conf is a conffile" sh -c "dpkg-query -W -f='\${Conffiles}' linnet | grep -q ' /etc/linnet/linnet.conf '"
 check "system user linnet" sh -c 'uid=$(id -u linnet) && [ "$uid" -lt 1000 ]'
 check "user has no login shell" sh -c 'getent passwd linnet | grep -Eq ":/(usr/)?s?bin/(nologin|false)$"'
@@ -82,7 +86,8 @@ check "linnet-provision installed disabled" sh -c '! systemctl is-enabled --quie
 check "/etc/linnet/linnet.conf is the usb profile" cmp /etc/linnet/linnet.conf "$top/board/usb/linnet.conf"
 check "state directory /var/lib/linnet owned by linnet" sh -c 'test "$(stat -c %U /var/lib/linnet)" = linnet'
 check "copyright in DEP-5 format" sh -c "head -n 1 /usr/share/doc/linnet/copyright | grep -qx 'Format: https://www.debian.org/doc/packaging-manuals/copyright-format/1.0/'"
-for lib in "opus/\*:BSD-3-clause and BSD-2-clause" "mbedtls/\*:Apache-2.0" "libsrtp/\*:BSD-3-clause~Cisco" "libgpiod/\*:LGPL-2.1+"; do
+for lib in "opus/\*:BSD-3-clause and BSD-2-clause" "mbedtls/\*:Apache-2.0" "libsrtp/\*:BSD-3-clause~Cisco" "libgpiod/\*:LGPL-2.1+" \
+           "usr/share/linnet/wake/\*:Apache-2.0"; do
   check "copyright names ${lib%%:*} under ${lib#*:}" \
     sh -c "grep -A 20 -x 'Files: ${lib%%:*}' /usr/share/doc/linnet/copyright | grep -m 1 '^License:' | grep -qxF 'License: ${lib#*:}'"
 done

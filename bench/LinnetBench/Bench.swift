@@ -376,6 +376,7 @@ func benchMain(_ argc: Int32, _ argv: UnsafeMutablePointer<UnsafeMutablePointer<
     }
     let kernel = String(cString: k)
     let frames = Int(atoi(n))
+    defer { if getenv("LINNET_BENCH_RSS") != nil { print("vmhwm_kb " + String(peakResidentKB())) } }
     if !run(kernel, frames: frames) {
         print("linnet-bench: kernel '" + kernel + "' failed or unknown")
         return 70

@@ -82,3 +82,18 @@ func runWakeFile() -> Bool {
     print("wakes " + String(wakes) + " seconds " + String(steps / 100))
     return true
 }
+
+/// This process's peak resident memory (VmHWM, kB), for bench/audio.sh's memory figure:
+/// measured inside, since a wrapper's fork would count the wrapper's own pages.
+func peakResidentKB() -> Int {
+    guard let f = fopen("/proc/self/status", "r") else { return -1 }
+    defer { fclose(f) }
+    var line = [CChar](repeating: 0, count: 256)
+    while fgets(&line, 256, f) != nil {
+        let text = String(cString: line)
+        if text.utf8.starts(with: "VmHWM:".utf8) {
+            return Int(atoi(String(text.utf8.dropFirst(6).drop { $0 == 32 || $0 == 9 })!)) 
+        }
+    }
+    return -1
+}

@@ -20,7 +20,7 @@ deb=$(realpath "$1")
 host_linnet=$(realpath "$2")
 shift 2
 scenarios=("$@")
-[ ${#scenarios[@]} -gt 0 ] || scenarios=(provision tool call watchdog card netem powercut upgrade)
+[ ${#scenarios[@]} -gt 0 ] || scenarios=(provision tool call wake watchdog card netem powercut upgrade)
 
 work=$repo/build/vboard
 rm -rf "$work"
@@ -297,6 +297,68 @@ print(f"journal: {len(state)} state changes with MESSAGE_ID (connected in sessio
       f"{len(starts)} session starts ({', '.join(e.get('LINNET_REASON', '?') for e in starts)}), {len(plain)} without fields")
 sys.exit(0 if ok else 1)
 PY
+}
+
+sc_wake() {
+  # Hands-free on the board: the package's okay_nabu beside the button. The loopback's
+  # microphone side hears a second of silence, "okay nabu", a pause, "turn on the
+  # kitchen light" and silence (Tests/Wake/reference.py hands-free); its speaker side is
+  # recorded. The service must wake, play the earcon, and send the request but not the
+  # wake word, which went to a closed microphone: the answerer echoes what it hears.
+  local py t0
+  py=$("$repo/Tests/Speech/setup.sh" 2>/dev/null | tail -n 1)
+  "$py" "$repo/Tests/Wake/reference.py" hands-free "$work/hands-free.wav"
+  put "$work/hands-free.wav" /root/hands-free.wav
+  { config; echo "wake-word = okay_nabu"; } > "$work/linnet-wake.conf"
+  put "$work/linnet-wake.conf" /etc/linnet/linnet.conf
+  # check's wake line: the model loaded as run loads it (the running service holds the
+  # sound card and the button meanwhile, so check's own exit status says so).
+  g 'linnet check' > "$work/wake-check.log" 2>&1 || true
+  grep -q '^ *wake: ok, /usr/share/linnet/wake/okay_nabu.tflite: ' "$work/wake-check.log" \
+    || { cat "$work/wake-check.log" >&2; say "check: the wake model not ok"; return 1; }
+  g 'systemctl restart linnet'
+  poll 90 "connected with the wake word" connected || return 1
+  local pid
+  pid=$(main_pid)
+  poll 30 "the service's first stats line" g "journalctl _PID=$pid -o cat --no-pager | grep -q 'stats: '" || return 1
+  t0=$(g 'date +%s')
+  g 'arecord -q -D plughw:CARD=Loopback,DEV=1,SUBDEV=1 -f S16_LE -r 48000 -c 1 -d 14 /root/wake-heard.wav & r=$!; aplay -q -D plughw:CARD=Loopback,DEV=0,SUBDEV=0 /root/hands-free.wav; wait $r'
+  get /root/wake-heard.wav "$work/wake-heard.wav"
+  g "journalctl -u linnet --since @$t0 -o cat --no-pager" > "$work/wake.journal"
+  grep -q 'wake word (score' "$work/wake.journal" || { tail -n 20 "$work/wake.journal" >&2; say "no wake in the journal"; return 1; }
+  python3 - "$work/wake-heard.wav" > "$work/wake.judge" <<'PY' || { cat "$work/wake.judge" >&2; return 1; }
+import math, struct, sys, wave
+w = wave.open(sys.argv[1])
+rate, n = w.getframerate(), w.getnframes()
+x = [v / 32768 for v in struct.unpack("<%dh" % n, w.readframes(n))]
+win = rate // 50  # 20 ms
+def tone(seg, hz):
+    k = 2 * math.cos(2 * math.pi * hz / rate); s1 = s2 = 0.0
+    for v in seg:
+        s1, s2 = v + k * s1 - s2, s1
+    return 2 * math.sqrt(max(s1 * s1 + s2 * s2 - k * s1 * s2, 0)) / len(seg)
+def rms(seg): return math.sqrt(sum(v * v for v in seg) / len(seg)) if seg else 0
+starts = range(0, n - win, win // 2)
+e6 = [tone(x[i:i + win], 1318.5) for i in starts]
+b6 = [tone(x[i:i + win], 1975.5) for i in starts]
+first = next((j for j, a in enumerate(e6) if a > 0.05), None)
+if first is None:
+    print(f"no earcon (1318.5 Hz at most {max(e6):.3f} of full scale)"); sys.exit(1)
+at = first * win / 2 / rate
+before = rms(x[: max(0, first * win // 2 - rate // 20)])
+after = [rms(x[i:i + rate // 2]) for i in range(first * win // 2 + rate // 5, n - rate // 2, rate // 10)]
+loudest = max(after) if after else 0
+db = lambda v: 20 * math.log10(max(v, 1e-9))
+ok = max(b6) > 0.05 and db(before) < -50 and db(loudest) > -40
+print(f"earcon at {at:.2f} s (E6 {max(e6):.2f}, B6 {max(b6):.2f} of full scale); before it {db(before):.0f} dBFS (the wake word not sent); "
+      f"the request's echo after it up to {db(loudest):.0f} dBFS" + ("" if ok else "; WRONG"))
+sys.exit(0 if ok else 1)
+PY
+  # Back to the button alone for the scenarios after this one.
+  put "$work/linnet.conf" /etc/linnet/linnet.conf
+  g 'systemctl restart linnet'
+  poll 90 "connected again without the wake word" connected || return 1
+  echo "okay_nabu from the package: woke ($(grep -o 'wake word (score [0-9]* %)' "$work/wake.journal" | head -n 1)); $(cat "$work/wake.judge")"
 }
 
 sc_watchdog() {
