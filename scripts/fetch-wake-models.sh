@@ -6,13 +6,19 @@
 # named in the package's copyright file).
 #
 # Usage: scripts/fetch-wake-models.sh [OUT_DIR]   (default build/third_party/wake)
-# Idempotent: a folder already made from the same archive is kept.
+# Idempotent: a folder already made from the same archive is kept; concurrent calls are
+# serialised by a lock beside it.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 out=${1:-build/third_party/wake}
 name=pymicro_wakeword-2.5.0
 sha=2355c1cb3fbfe4a59f4eccd6f17bd3eca260f7c6fb701fe3c44ccc98d49dd19e
 models="okay_nabu hey_jarvis alexa hey_mycroft"
+if [ -f "$out/.stamp" ] && [ "$(cat "$out/.stamp")" = "$sha" ]; then exit 0; fi
+# Tests running side by side may all ask at once: one fetches, the others wait for it.
+mkdir -p "$(dirname "$out")"
+exec 9> "$out.lock"
+flock 9
 if [ -f "$out/.stamp" ] && [ "$(cat "$out/.stamp")" = "$sha" ]; then exit 0; fi
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp" "$out.new"' EXIT

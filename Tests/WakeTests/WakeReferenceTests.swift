@@ -23,6 +23,14 @@ import Glibc
         return nil
     }
 
+    /// The models' folder, fetched first (scripts/fetch-wake-models.sh: once, under a
+    /// lock, whichever test asks first).
+    static func modelDirectory() throws -> String {
+        let dir = root + "/build/third_party/wake"
+        _ = try run("/bin/bash", [root + "/scripts/fetch-wake-models.sh", dir])
+        return dir
+    }
+
     /// Runs a tool to its exit and returns its stdout (stderr goes to the test's own).
     static func run(_ exe: String, _ args: [String]) throws -> String {
         let p = Process()
@@ -71,8 +79,7 @@ import Glibc
     @Test func everyInferenceAndEveryWakeAsPymicroWakeword() throws {
         guard let python = WakeReferenceTests.python() else { return }
         let script = WakeReferenceTests.root + "/Tests/Wake/reference.py"
-        let modelDir = WakeReferenceTests.root + "/build/third_party/wake"
-        _ = try WakeReferenceTests.run("/bin/bash", [WakeReferenceTests.root + "/scripts/fetch-wake-models.sh", modelDir])
+        let modelDir = try WakeReferenceTests.modelDirectory()
         let clips = NSTemporaryDirectory() + "linnet-wake-\(getpid())"
         defer { try? FileManager.default.removeItem(atPath: clips) }
         _ = try WakeReferenceTests.run(python, [script, "clips", clips])
@@ -126,8 +133,7 @@ import CAllocCounter
 @Suite struct WakeAllocationTests {
     @Test(.enabled(if: alloc_counter_available() != 0, "sanitizer build: the sanitizer owns malloc"))
     func stepsAndInferencesDoNotAllocate() throws {
-        let root = WakeReferenceTests.root
-        let model = try [UInt8](Data(contentsOf: URL(fileURLWithPath: root + "/build/third_party/wake/okay_nabu.tflite")))
+        let model = try [UInt8](Data(contentsOf: URL(fileURLWithPath: try WakeReferenceTests.modelDirectory() + "/okay_nabu.tflite")))
         let frontend = WakeFrontend()
         let detector = try WakeDetector(modelBytes: model, probabilityCutoff: 0.85, slidingWindowSize: 5)
         var seed: UInt32 = 1
