@@ -21,6 +21,13 @@ public enum FileReadError: Error, Equatable, Sendable, CustomStringConvertible {
         }
     }
 
+    /// Whether the file is simply not there (open(2) said ENOENT): for the optional files
+    /// a first run has not written yet, as opposed to one that cannot be read.
+    public var isMissing: Bool {
+        if case .open(_, let code, _) = self { return code == ENOENT }
+        return false
+    }
+
     /// The errno for `open`/`read`; nil for the others.
     public var code: Int32? {
         switch self {

@@ -132,7 +132,7 @@ public final class Runtime {
         guard let path = pendingClosesPath else { return }
         let file: (bytes: [UInt8], info: RegularFileInfo)
         do throws(FileReadError) { file = try readRegularFile(path, limit: 64 << 10) } catch {
-            if case .open(_, let code, _) = error, code == ENOENT { return }
+            if error.isMissing { return }
             Log.warning("the open sessions file \(error): not closing what a previous run may have left open")
             return
         }
@@ -471,7 +471,7 @@ public final class Runtime {
         guard let path = usagePath else { return nil }
         let file: (bytes: [UInt8], info: RegularFileInfo)
         do throws(FileReadError) { file = try readRegularFile(path, limit: 4096) } catch {
-            if case .open(_, let code, _) = error, code == ENOENT { return nil }
+            if error.isMissing { return nil }
             Log.warning("the daily usage file \(error): today's usage counts from zero")
             return nil
         }

@@ -43,10 +43,6 @@ struct WakeModelFiles {
     }
 }
 
-extension FileReadError {
-    var isMissing: Bool { if case .open(_, let code, _) = self { return code == ENOENT } else { return false } }
-}
-
 /// The detector's thread: tap → 16 kHz → TFLite Micro's features → the model → a wake.
 final class WakeListener: @unchecked Sendable {
     let tap: WakeTap

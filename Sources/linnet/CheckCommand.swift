@@ -110,7 +110,7 @@ enum CheckCommand {
                     warning("caps", "\(path) is not a usage file Linnet wrote; run will count today from zero")
                 }
             } catch {
-                if case .open(_, let code, _) = error, code == ENOENT {} else { warning("caps", "\(error)") }
+                if !error.isMissing { warning("caps", "\(error)") }
             }
             let usedText = "today (\(DailyUsage.date(today))) \(used.connectedMilliseconds / 60_000) min connected, \(used.tokens) tokens (\(source))"
             if let why = caps.reached(used) {
