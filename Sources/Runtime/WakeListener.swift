@@ -19,6 +19,12 @@ struct WakeModelFiles {
     let cutoff: Double
     let window: Int
 
+    /// The cutoff the detector uses: the model's own, moved by `wake-sensitivity` (down
+    /// wakes more easily), kept inside (0, 1) so no setting makes it always or never wake.
+    func cutoff(sensitivity: Double) -> Double {
+        max(0.01, min(0.999, cutoff - sensitivity))
+    }
+
     static func load(_ path: String) throws(CLIFailure) -> WakeModelFiles {
         guard path.utf8.count > 7, path.utf8.suffix(7).elementsEqual(".tflite".utf8) else {
             throw CLIFailure(.config, "wake-model '\(path)': a microWakeWord model is a .tflite file, with its .json beside it")
@@ -57,7 +63,6 @@ final class WakeListener: @unchecked Sendable {
     /// The score of the last wake, in ten-thousandths (read by the loop after `notify`).
     private let lastScore = Atomic<Int>(0)
     private let running = Atomic<Bool>(false)
-    private let counts = Atomic<Int>(0) // inferences run
     private var thread: pthread_t? = nil
     /// After a wake the mean stays over the cutoff for some inferences (pymicro-wakeword
     /// reports each of them): one wake per this many 10 ms steps.
@@ -66,7 +71,7 @@ final class WakeListener: @unchecked Sendable {
     /// - sensitivity: `wake-sensitivity`, moving the model's cutoff down (more wakes).
     init(files: WakeModelFiles, sensitivity: Double, tap: WakeTap, rate: SampleRate) throws(CLIFailure) {
         self.tap = tap
-        cutoff = max(0.01, min(0.999, files.cutoff - sensitivity))
+        cutoff = files.cutoff(sensitivity: sensitivity)
         do throws(WakeModelError) {
             detector = try WakeDetector(modelBytes: files.bytes, probabilityCutoff: cutoff, slidingWindowSize: files.window)
         } catch {
@@ -89,7 +94,6 @@ final class WakeListener: @unchecked Sendable {
     static let chunk = 4800
 
     var score: Double { Double(lastScore.load(ordering: .acquiring)) / 10_000 }
-    var inferences: Int { counts.load(ordering: .relaxed) }
 
     /// Starts the thread (at the lowest priority: SCHED_IDLE would starve under load, so
     /// nice 10 within the normal class); `onWake` runs on the loop.
@@ -161,7 +165,6 @@ final class WakeListener: @unchecked Sendable {
                 filled = 0
                 guard frontend.step(UnsafeBufferPointer(step), into: features) else { continue }
                 let s = detector.pushFrame(UnsafeBufferPointer(features))
-                if s.ranInference { counts.wrappingAdd(1, ordering: .relaxed) }
                 if quiet > 0 { quiet -= 1; continue }
                 if s.detected {
                     quiet = WakeListener.refractorySteps
@@ -178,7 +181,7 @@ public func checkWakeModel(config: Config) -> Result<String, CLIFailure>? {
     guard config.wakeEnabled, let path = config.wakeModelPath else { return nil }
     do throws(CLIFailure) {
         let files = try WakeModelFiles.load(path)
-        let cutoff = max(0.01, min(0.999, files.cutoff - config.wakeSensitivity))
+        let cutoff = files.cutoff(sensitivity: config.wakeSensitivity)
         let model: WakeModel
         do throws(WakeModelError) { model = try WakeModel(bytes: files.bytes) } catch {
             throw CLIFailure(.config, "wake model \(path): not a model Linnet can run (\(wakeModelErrorText(error)))")
