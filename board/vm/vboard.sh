@@ -161,6 +161,13 @@ connected() { [ "$(status_field state)" = connected ]; }
 main_pid() { g 'systemctl show -p MainPID --value linnet'; }
 active() { [ "$(g 'systemctl is-active linnet')" = active ]; }
 new_main_pid() { local p; p=$(main_pid) && [ -n "$p" ] && [ "$p" != 0 ] && [ "$p" != "$1" ]; }
+# The running service has written its first stats line (stats-seconds 5): a settled
+# call, past the start's first page faults and the journal's burst, to be talked to.
+first_stats() {
+  local pid
+  pid=$(main_pid)
+  poll 30 "$1" g "journalctl _PID=$pid -o cat --no-pager | grep -q 'stats: '"
+}
 card_gone() { g 'cat /proc/asound/cards' > "$work/cards" && ! grep -q Loopback "$work/cards"; }
 
 # One push-to-talk exchange, driven inside the guest so its timing does not depend on
@@ -318,9 +325,7 @@ sc_wake() {
     || { cat "$work/wake-check.log" >&2; say "check: the wake model not ok"; return 1; }
   g 'systemctl restart linnet'
   poll 90 "connected with the wake word" connected || return 1
-  local pid
-  pid=$(main_pid)
-  poll 30 "the service's first stats line" g "journalctl _PID=$pid -o cat --no-pager | grep -q 'stats: '" || return 1
+  first_stats "the service's first stats line" || return 1
   t0=$(g 'date +%s')
   g 'arecord -q -D plughw:CARD=Loopback,DEV=1,SUBDEV=1 -f S16_LE -r 48000 -c 1 -d 14 /root/wake-heard.wav & r=$!; aplay -q -D plughw:CARD=Loopback,DEV=0,SUBDEV=0 /root/hands-free.wav; wait $r'
   get /root/wake-heard.wav "$work/wake-heard.wav"
@@ -551,9 +556,7 @@ sc_upgrade() {
   # journal), and one CI run lost more of a held tone to playback stalls than the
   # judge allows (a stretch 1.2 s short). A device upgraded in the field is talked to
   # seconds later, not in the same second; the other scenarios judge a settled call too.
-  local newpid
-  newpid=$(main_pid)
-  poll 30 "the new service's first stats line" g "journalctl _PID=$newpid -o cat --no-pager | grep -q 'stats: '" || return 1
+  first_stats "the new service's first stats line" || return 1
   ptt_exchange upgrade 4 || { cat "$work/upgrade.judge" >&2; return 1; }
   echo "$old → $new with the service running: restarted (pid $pid → $(main_pid)), config kept, connected; $(cat "$work/upgrade.judge")"
 }
