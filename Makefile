@@ -126,7 +126,7 @@ image: deb
 ## vboard: the virtual board (board/vm): the SD card image (as make image builds it,
 ## raw) with its own kernel under qemu-system-aarch64 (snd-aloop, gpio-sim, systemd),
 ## provisioned through its boot partition, calling the host release binary's answerer;
-## one PASS/FAIL line a scenario, then figures. VBOARD_POWERCUTS (5) power cuts at random
+## one PASS/FAIL line a scenario, then figures. VBOARD_POWERCUTS (20) power cuts at random
 ## moments of calls and boots. gpio-sim.ko is cached in /var/cache/linnet-vboard.
 vboard: deps deb build/host/linnet
 	board/vm/vboard.sh build/linnet_$$(scripts/version.sh)_arm64.deb build/host/linnet $(VBOARD_SCENARIOS)

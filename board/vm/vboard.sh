@@ -459,9 +459,9 @@ sc_powercut() {
   # Cuts at random moments of a call and of a boot: a cut mid-call, then either a
   # whole boot or a second cut at a random moment of that boot (kernel, fsck, journal
   # replay, first writes) and then a whole boot. After each whole boot: connected, and
-  # nothing lost (intact). VBOARD_POWERCUTS cuts (5 by default: CI's time), the moments
-  # from VBOARD_SEED (printed, to replay a failure).
-  local cuts=${VBOARD_POWERCUTS:-5} seed=${VBOARD_SEED:-$((RANDOM * 32768 + RANDOM))}
+  # nothing lost (intact). VBOARD_POWERCUTS cuts (20 by default, as CI runs it: about
+  # 12 minutes), the moments from VBOARD_SEED (printed, to replay a failure).
+  local cuts=${VBOARD_POWERCUTS:-20} seed=${VBOARD_SEED:-$((RANDOM * 32768 + RANDOM))}
   RANDOM=$seed
   say "power cuts: $cuts, seed $seed"
   fixed_before=$(fixed_files)
