@@ -5,6 +5,7 @@
 # - Seeds: Fuzz/corpus/<target>/ (read-only here). What a run discovers goes to
 #   $FUZZ_DIR/corpus/<target>/, kept between runs, so later runs start further in.
 # - Prints `BENCH fuzz_execs_<target> <n> execs` (libFuzzer's final stats) and execs/s.
+# - FUZZ_JOBS targets run side by side (the number of cores by default).
 # - A crash, an ASan report, a timeout or a broken invariant fails the script; the input
 #   is in $FUZZ_DIR/artifacts/ and the command to replay it is printed. Each finding
 #   gets a fix and a regression test with those bytes in Tests/<Module>Tests/.
@@ -58,33 +59,60 @@ fi
 export SWIFT_BACKTRACE=enable=no
 export ASAN_OPTIONS="${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=1:symbolize=1}"
 
-failed=()
-for t in "${targets[@]}"; do
-    exe="$bin/fuzz_$t"
-    [ -x "$exe" ] || { echo "no target fuzz_$t" >&2; exit 2; }
-    work="$FUZZ_DIR/corpus/$t"
-    mkdir -p "$work" "$FUZZ_DIR/artifacts"
-    log="$FUZZ_DIR/fuzz_$t.log"
-    echo "== fuzz_$t for ${seconds}s"
+# One target's run; its lines go to a summary file and its verdict to an .rc file, so
+# targets run side by side (one core each: libFuzzer's loop is single-threaded) and
+# are reported in order.
+run_target() {
+    local t=$1 exe="$bin/fuzz_$1" work="$FUZZ_DIR/corpus/$1" log="$FUZZ_DIR/fuzz_$1.log"
+    local out="$FUZZ_DIR/fuzz_$1.summary" rc execs rate cov
     set +e
     "$exe" "$work" "Fuzz/corpus/$t" -max_total_time="$seconds" -print_final_stats=1 -timeout=10 \
         -rss_limit_mb=2048 -max_len=65536 -artifact_prefix="$FUZZ_DIR/artifacts/$t-" >"$log" 2>&1
     rc=$?
     set -e
-    execs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$log" | tail -1)
-    rate=$(sed -n 's/^stat::average_exec_per_sec: *//p' "$log" | tail -1)
-    cov=$(grep -o 'cov: [0-9]*' "$log" | tail -1 | cut -d' ' -f2 || true)
-    if ! grep -q "^INFO: Loaded 1 modules" "$log"; then
-        echo "fuzz_$t has no coverage instrumentation (see $log)" >&2
-        exit 1
-    fi
-    echo "BENCH fuzz_execs_$t ${execs:-0} execs"
-    echo "   ${rate:-0} execs/s, coverage ${cov:-?} edges, corpus $(ls "$work" | wc -l) units"
-    if [ $rc -ne 0 ]; then
-        failed+=("$t")
-        grep -E "Fatal error|ERROR: |SUMMARY|invariant|Test unit written" "$log" | head -20 || true
-        echo "   replay: $exe <artifact> (full log: $log)"
-    fi
+    {
+        echo "== fuzz_$t for ${seconds}s"
+        if ! grep -q "^INFO: Loaded 1 modules" "$log"; then
+            echo "fuzz_$t has no coverage instrumentation (see $log)"
+            echo uninstrumented > "$FUZZ_DIR/fuzz_$t.rc"
+            return
+        fi
+        execs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$log" | tail -1)
+        rate=$(sed -n 's/^stat::average_exec_per_sec: *//p' "$log" | tail -1)
+        cov=$(grep -o 'cov: [0-9]*' "$log" | tail -1 | cut -d' ' -f2 || true)
+        echo "BENCH fuzz_execs_$t ${execs:-0} execs"
+        echo "   ${rate:-0} execs/s, coverage ${cov:-?} edges, corpus $(ls "$work" | wc -l) units"
+        if [ $rc -ne 0 ]; then
+            grep -E "Fatal error|ERROR: |SUMMARY|invariant|Test unit written" "$log" | head -20 || true
+            echo "   replay: $exe <artifact> (full log: $log)"
+        fi
+    } > "$out"
+    echo "$rc" > "$FUZZ_DIR/fuzz_$t.rc"
+}
+
+for t in "${targets[@]}"; do
+    [ -x "$bin/fuzz_$t" ] || { echo "no target fuzz_$t" >&2; exit 2; }
+    mkdir -p "$FUZZ_DIR/corpus/$t" "$FUZZ_DIR/artifacts"
+    rm -f "$FUZZ_DIR/fuzz_$t.rc" "$FUZZ_DIR/fuzz_$t.summary"
+done
+# FUZZ_JOBS targets at a time (the machine's cores by default): each still gets its
+# whole time, the pass takes 1/FUZZ_JOBS of it.
+jobs_max="${FUZZ_JOBS:-$(nproc)}"
+for t in "${targets[@]}"; do
+    while [ "$(jobs -rp | wc -l)" -ge "$jobs_max" ]; do wait -n || true; done
+    run_target "$t" &
+done
+wait
+
+failed=()
+for t in "${targets[@]}"; do
+    cat "$FUZZ_DIR/fuzz_$t.summary" 2>/dev/null || echo "== fuzz_$t: no summary"
+    rc=$(cat "$FUZZ_DIR/fuzz_$t.rc" 2>/dev/null || echo missing)
+    case "$rc" in
+        0) ;;
+        uninstrumented) echo "fuzz_$t has no coverage instrumentation" >&2; exit 1 ;;
+        *) failed+=("$t") ;;
+    esac
 done
 
 if [ ${#failed[@]} -gt 0 ]; then
