@@ -251,25 +251,22 @@ func convolution(_ p: ConvParams, _ a: UnsafeMutableRawPointer, _ k: UnsafeRawPo
                         var sum: Int32 = 0
                         for ky in 0 ..< p.kH { sum = sum &+ rowSums[oc &* p.kH &+ ky] }
                         acc = acc &+ dot(window, filter + oc &* p.kH &* rowLength, p.kH &* rowLength) &+ offset &* sum
-                        let scaled = multiplyByQuantizedMultiplierRoundingUp(acc, multipliers[oc], shifts[oc])
-                        output[out] = clampToByte(scaled &+ p.outputOffset, p.activationMin, p.activationMax)
-                        out &+= 1
-                        continue
-                    }
-                    for ky in 0 ..< p.kH {
-                        let y = y0 &+ ky &* p.dilationH
-                        if y < 0 || y >= p.inH { continue }
-                        let inRow = input + ((b &* p.inH &+ y) &* p.inW) &* p.inC
-                        let wRow = filter + ((oc &* p.kH &+ ky) &* p.kW) &* p.inC
-                        if rowInside {
-                            acc = acc &+ dot(inRow + x0 &* p.inC, wRow, rowLength)
-                                &+ offset &* rowSums[oc &* p.kH &+ ky]
-                            continue
-                        }
-                        for kx in 0 ..< p.kW {
-                            let x = x0 &+ kx &* p.dilationW
-                            if x < 0 || x >= p.inW { continue }
-                            acc = acc &+ dot(inRow + x &* p.inC, wRow + kx &* p.inC, p.inC, offset)
+                    } else {
+                        for ky in 0 ..< p.kH {
+                            let y = y0 &+ ky &* p.dilationH
+                            if y < 0 || y >= p.inH { continue }
+                            let inRow = input + ((b &* p.inH &+ y) &* p.inW) &* p.inC
+                            let wRow = filter + ((oc &* p.kH &+ ky) &* p.kW) &* p.inC
+                            if rowInside {
+                                acc = acc &+ dot(inRow + x0 &* p.inC, wRow, rowLength)
+                                    &+ offset &* rowSums[oc &* p.kH &+ ky]
+                                continue
+                            }
+                            for kx in 0 ..< p.kW {
+                                let x = x0 &+ kx &* p.dilationW
+                                if x < 0 || x >= p.inW { continue }
+                                acc = acc &+ dot(inRow + x &* p.inC, wRow + kx &* p.inC, p.inC, offset)
+                            }
                         }
                     }
                     let scaled = multiplyByQuantizedMultiplierRoundingUp(acc, multipliers[oc], shifts[oc])
